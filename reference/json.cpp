@@ -1,0 +1,174 @@
+#include "reference/json.hpp"
+
+#include <set>
+
+#include "reference/error.hpp"
+
+namespace kgate {
+
+using nlohmann::json;
+
+namespace {
+
+json axis(const Axis3& a) { return json::array({a[0], a[1], a[2]}); }
+
+// Reads one object's fields with type checks; every error names where.field.
+class Reader {
+ public:
+  Reader(const json& j, std::string where) : j_(j), where_(std::move(where)) {
+    if (!j_.is_object()) throw InputError(where_, "expected a JSON object");
+  }
+  bool has(const char* k) const { return j_.contains(k); }
+  std::string f(const char* k) const { return where_ + "." + k; }
+
+  const json& get(const char* k) const {
+    seen_.insert(k);
+    if (!j_.contains(k)) throw InputError(f(k), "missing");
+    return j_.at(k);
+  }
+  std::int64_t integer(const char* k) const {
+    const json& v = get(k);
+    if (!v.is_number_integer()) throw InputError(f(k), "expected an integer, got " + v.dump());
+    return v.get<std::int64_t>();
+  }
+  std::int64_t integer(const char* k, std::int64_t dflt) const { return has(k) ? integer(k) : dflt; }
+  double real(const char* k, double dflt) const {
+    if (!has(k)) return dflt;
+    const json& v = get(k);
+    if (!v.is_number()) throw InputError(f(k), "expected a number, got " + v.dump());
+    return v.get<double>();
+  }
+  bool boolean(const char* k, bool dflt) const {
+    if (!has(k)) return dflt;
+    const json& v = get(k);
+    if (!v.is_boolean()) throw InputError(f(k), "expected true or false, got " + v.dump());
+    return v.get<bool>();
+  }
+  std::string string(const char* k) const {
+    const json& v = get(k);
+    if (!v.is_string()) throw InputError(f(k), "expected a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+  Axis3 triple(const char* k, Axis3 dflt, bool required = false) const {
+    if (!required && !has(k)) return dflt;
+    const json& v = get(k);
+    if (!v.is_array() || v.size() != 3) throw InputError(f(k), "expected [D, H, W], got " + v.dump());
+    Axis3 r{};
+    for (int a = 0; a < 3; ++a) {
+      if (!v[a].is_number_integer()) throw InputError(f(k), "expected integers, got " + v.dump());
+      r[a] = v[a].get<std::int64_t>();
+    }
+    return r;
+  }
+  DType dtype(const char* k, DType dflt, bool required = false) const {
+    if (!required && !has(k)) return dflt;
+    const std::string s = string(k);
+    auto t = parse_dtype(s);
+    if (!t) throw InputError(f(k), "unknown dtype '" + s + "' (fp64, fp32, bf16, fp16)");
+    return *t;
+  }
+  template <class E, std::size_t N>
+  E choice(const char* k, const std::array<E, N>& options, E dflt, bool required = false) const {
+    if (!required && !has(k)) return dflt;
+    const std::string s = string(k);
+    std::string allowed;
+    for (E e : options) {
+      if (name(e) == s) return e;
+      allowed += (allowed.empty() ? "" : ", ") + std::string(name(e));
+    }
+    throw InputError(f(k), "unknown value '" + s + "' (" + allowed + ")");
+  }
+  // Call last: rejects fields nobody read.
+  void no_unknown_fields() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      if (!seen_.count(it.key())) throw InputError(f(it.key().c_str()), "unknown field");
+  }
+
+ private:
+  const json& j_;
+  std::string where_;
+  mutable std::set<std::string> seen_;
+};
+
+ConvProblem conv_from(const Reader& r) {
+  ConvProblem p;
+  p.op = r.choice("op", std::array{ConvOp::conv3d, ConvOp::conv_transpose3d}, ConvOp::conv3d, true);
+  p.dir = r.choice("dir", std::array{ConvDir::fwd, ConvDir::bwd_data, ConvDir::bwd_weight}, ConvDir::fwd, true);
+  p.n = r.integer("n");
+  p.cin = r.integer("cin");
+  p.cout = r.integer("cout");
+  p.groups = r.integer("groups", 1);
+  p.in = r.triple("in", {}, true);
+  p.kernel = r.triple("kernel", {}, true);
+  p.stride = r.triple("stride", {1, 1, 1});
+  p.pad_front = r.triple("pad_front", {0, 0, 0});
+  p.pad_back = r.triple("pad_back", {0, 0, 0});
+  p.dilation = r.triple("dilation", {1, 1, 1});
+  p.output_padding = r.triple("output_padding", {0, 0, 0});
+  p.bias = r.boolean("bias", false);
+  p.src = r.dtype("src", DType::bf16, true);
+  p.dst = r.dtype("dst", p.src);
+  p.acc = r.dtype("acc", DType::fp32);
+  p.form = r.choice("form", std::array{ShapeForm::logical, ShapeForm::halo, ShapeForm::adapter}, ShapeForm::logical);
+  p.halo = r.triple("halo", {0, 0, 0});
+  r.no_unknown_fields();
+  return p;
+}
+
+GroupNormProblem gn_from(const Reader& r) {
+  GroupNormProblem p;
+  r.string("op");  // "groupnorm", checked by the caller
+  p.dir = r.choice("dir", std::array{GnDir::fwd, GnDir::bwd}, GnDir::fwd, true);
+  p.n = r.integer("n");
+  p.c = r.integer("c");
+  p.groups = r.integer("groups");
+  p.spatial = r.triple("spatial", {}, true);
+  p.eps = r.real("eps", 1e-5);
+  p.affine = r.boolean("affine", true);
+  p.relu = r.boolean("relu", false);
+  p.src = r.dtype("src", DType::bf16, true);
+  p.dst = r.dtype("dst", DType::fp32);
+  r.no_unknown_fields();
+  return p;
+}
+
+}  // namespace
+
+json to_json(const ConvProblem& p) {
+  return json{{"op", name(p.op)},           {"dir", name(p.dir)},
+              {"n", p.n},                   {"cin", p.cin},
+              {"cout", p.cout},             {"groups", p.groups},
+              {"in", axis(p.in)},           {"kernel", axis(p.kernel)},
+              {"stride", axis(p.stride)},   {"pad_front", axis(p.pad_front)},
+              {"pad_back", axis(p.pad_back)}, {"dilation", axis(p.dilation)},
+              {"output_padding", axis(p.output_padding)}, {"bias", p.bias},
+              {"src", name(p.src)},         {"dst", name(p.dst)},
+              {"acc", name(p.acc)},         {"form", name(p.form)},
+              {"halo", axis(p.halo)}};
+}
+
+json to_json(const GroupNormProblem& p) {
+  return json{{"op", "groupnorm"}, {"dir", name(p.dir)},   {"n", p.n},
+              {"c", p.c},          {"groups", p.groups},   {"spatial", axis(p.spatial)},
+              {"eps", p.eps},      {"affine", p.affine},   {"relu", p.relu},
+              {"src", name(p.src)}, {"dst", name(p.dst)}};
+}
+
+json to_json(const Problem& p) {
+  return std::visit([](const auto& q) { return to_json(q); }, p);
+}
+
+Problem problem_from_json(const json& j, const std::string& where) {
+  const Reader r(j, where);
+  Problem p;
+  if (r.has("op") && j.at("op").is_string() && j.at("op").get<std::string>() == "groupnorm") p = gn_from(r);
+  else p = conv_from(r);
+  try {
+    validate(p);
+  } catch (const InputError& e) {
+    throw InputError(where + "." + e.field(), std::string(e.what()).substr(e.field().size() + 2));
+  }
+  return p;
+}
+
+}  // namespace kgate
