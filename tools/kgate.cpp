@@ -1,1 +1,138 @@
-int main(){}
+// kgate: the command line. Exit codes: 0 success, 1 a verification failed,
+// 2 bad input (the message names the field).
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <iostream>
+
+#include "corpus/corpus_file.hpp"
+#include "corpus/unet.hpp"
+#include "reference/descriptor.hpp"
+#include "reference/digest.hpp"
+#include "reference/error.hpp"
+#include "reference/fill.hpp"
+#include "reference/json.hpp"
+#include "reference/npy.hpp"
+#include "tools/verify.hpp"
+
+namespace fs = std::filesystem;
+using namespace kgate;
+
+namespace {
+
+int cmd_desc(const std::string& text, bool json) {
+  const Problem p = parse_descriptor(text);
+  if (json) {
+    std::cout << to_json(p).dump(2) << "\n";
+    return 0;
+  }
+  std::cout << to_descriptor(p) << "\n";
+  std::cout << "  flops      " << format_double(flops(p)) << "\n";
+  std::cout << "  min bytes  " << min_bytes(p) << "\n";
+  for (const auto& t : inputs(p))
+    std::cout << "  in  " << name(t.role) << " " << name(t.dtype) << " " << dims_string(t.dims) << (t.derived ? " (derived)" : "") << "\n";
+  for (const auto& t : outputs(p)) std::cout << "  out " << name(t.role) << " " << name(t.dtype) << " " << dims_string(t.dims) << "\n";
+  return 0;
+}
+
+// Writes every generated input as <role>.npy and a manifest.json with the
+// problem, the generator and each tensor's digest.
+int cmd_gen(const std::string& text, const std::string& fill_text, std::uint64_t seed, const std::string& out) {
+  const Problem p = parse_descriptor(text);
+  const Fill f = fill_text == "lattice" ? lattice_fill(p, seed) : parse_fill(fill_text, seed);
+  fs::create_directories(out);
+  nlohmann::json manifest{{"descriptor", to_descriptor(p)}, {"problem", to_json(p)}, {"fill", to_json(f)}};
+  for (const auto& s : inputs(p)) {
+    if (s.derived) continue;
+    Tensor t(s.dtype, s.dims);
+    fill_tensor(f, p, s.role, t);
+    const std::string file = std::string(name(s.role)) + ".npy";
+    write_npy((fs::path(out) / file).string(), t.view());
+    manifest["tensors"][std::string(name(s.role))] = {
+        {"file", file}, {"dtype", name(s.dtype)}, {"dims", s.dims}, {"digest", digest(t)}};
+    std::cout << file << "  " << name(s.dtype) << " " << dims_string(s.dims) << "  " << digest(t) << "\n";
+  }
+  write_file_atomic((fs::path(out) / "manifest.json").string(), manifest.dump(2) + "\n");
+  return 0;
+}
+
+int cmd_corpus_make(const std::string& path, bool check) {
+  const std::string text = corpus::dump(corpus::shapes_document(corpus::configurations()));
+  if (!check) {
+    write_file_atomic(path, text);
+    std::cout << "wrote " << path << " (" << text.size() << " bytes)\n";
+    return 0;
+  }
+  const std::string committed = corpus::read_text(path);
+  if (committed == text) {
+    std::cout << path << ": up to date (" << text.size() << " bytes)\n";
+    return 0;
+  }
+  // A short diff summary: first differing line and sizes.
+  std::size_t line = 1, i = 0;
+  while (i < committed.size() && i < text.size() && committed[i] == text[i]) line += committed[i++] == '\n';
+  auto line_at = [](const std::string& s, std::size_t pos) {
+    const std::size_t b = s.rfind('\n', pos == 0 ? 0 : pos - 1);
+    const std::size_t start = b == std::string::npos ? 0 : b + 1;
+    return s.substr(start, s.find('\n', start) - start);
+  };
+  std::cerr << path << ": differs from the regenerated corpus (committed " << committed.size()
+            << " bytes, regenerated " << text.size() << " bytes)\n"
+            << "  first difference at line " << line << "\n"
+            << "  committed:   " << line_at(committed, i) << "\n"
+            << "  regenerated: " << line_at(text, i) << "\n"
+            << "  run `kgate corpus make` to update it\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kgate: verification suite for NDHWC conv3d / GroupNorm kernels"};
+  app.require_subcommand(1);
+
+  std::string descriptor, fill = "signed", out, corpus_path = verify_default_corpus();
+  std::uint64_t seed = 1;
+  bool json = false, check = false;
+
+  auto* desc = app.add_subcommand("desc", "Parse, validate and describe a problem");
+  desc->add_option("descriptor", descriptor, "problem descriptor (quote it)")->required();
+  desc->add_flag("--json", json, "print the problem as JSON");
+
+  auto* gen = app.add_subcommand("gen", "Generate a problem's inputs as .npy files");
+  gen->add_option("descriptor", descriptor, "problem descriptor (quote it)")->required();
+  gen->add_option("--fill", fill, "generator: signed, positive, uniform:lo=..,hi=.., lattice, gn_exact, gn_sweep")->capture_default_str();
+  gen->add_option("--seed", seed, "generator seed")->capture_default_str();
+  gen->add_option("--out", out, "output folder")->required();
+
+  auto* corpus_cmd = app.add_subcommand("corpus", "The shapes corpus");
+  corpus_cmd->require_subcommand(1);
+  auto* make = corpus_cmd->add_subcommand("make", "Regenerate corpus/shapes.json from the U-Net shape calculator");
+  make->add_option("--out", corpus_path, "corpus file")->capture_default_str();
+  make->add_flag("--check", check, "regenerate in memory and fail if the file differs by one byte");
+
+  VerifyOptions vopt;
+  vopt.corpus = corpus_path;
+  auto* verify = app.add_subcommand("verify", "Run the gate over the corpus");
+  add_verify_options(*verify, vopt);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (*desc) return cmd_desc(descriptor, json);
+    if (*gen) return cmd_gen(descriptor, fill, seed, out);
+    if (*make) return cmd_corpus_make(corpus_path, check);
+    if (*verify) return run_verify(vopt);
+  } catch (const InputError& e) {
+    std::cerr << "kgate: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "kgate: error: out of memory\n";
+    return 2;
+  }
+  return 2;
+}

@@ -1,0 +1,28 @@
+// Reading the committed shapes corpus. Every error names the file, the
+// problem index and the field (e.g. "corpus/shapes.json: problems[3].problem.cin").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "reference/problem.hpp"
+
+namespace kgate::corpus {
+
+struct Entry {
+  std::string config;
+  std::string descriptor;
+  Problem problem;
+  ShapeForm form = ShapeForm::logical;
+  std::vector<std::string> sites;
+  int calls_per_step = 0;
+};
+
+// Throws InputError on unreadable or malformed files, unknown fields, invalid
+// problems, and a descriptor that disagrees with its problem.
+std::vector<Entry> load_shapes(const std::string& path);
+
+// The text of a file, or InputError(path) when it cannot be read.
+std::string read_text(const std::string& path);
+
+}  // namespace kgate::corpus

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The command line on bad input: one clear message naming the field, exit
+# code 2, no crash, and no output file left half-written.
+set -uo pipefail
+kgate="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+expect() {  # expect CODE PATTERN -- command...
+  local code=$1 pattern=$2; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [[ $rc -ne $code ]] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL: $* -> rc $rc (want $code), output: $out"; fails=$((fails + 1))
+  else
+    echo "ok:   $* -> rc $rc"
+  fi
+}
+
+expect 2 'groups: must divide cin' -- "$kgate" desc "conv3d.fwd bf16 n1 c64 k6 g4 d8 kd3 p1"
+expect 2 "descriptor: token 'zz9'" -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d8 kd3 zz9"
+expect 2 'out\[d\]: output extent must be >= 1' -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d2 kd5"
+expect 2 'output_padding\[d\]' -- "$kgate" desc "conv_transpose3d.fwd bf16 n1 c4 k4 d8 kd2 s2 op2"
+expect 0 '^conv3d.fwd bf16 n1 c4 k4 d8 kd3 p1$' -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d8 kd3 s1 p1"
+expect 2 'fill: unknown generator' -- "$kgate" gen "conv3d.fwd bf16 n1 c4 k4 d8 kd3" --fill gauss --out "$tmp/g"
+# A problem too big for memory: named, exit 2, nothing written.
+expect 2 'needs .* MiB but this machine has' -- "$kgate" gen "conv3d.fwd fp64 n64 c4096 k4 d1024 kd1" --out "$tmp/big"
+if [[ -n "$(ls -A "$tmp/big" 2>/dev/null)" ]]; then echo "FAIL: files left in $tmp/big"; fails=$((fails + 1)); fi
+# Malformed and hand-edited corpus files.
+echo '{"problems": [' > "$tmp/bad.json"
+expect 2 'bad.json: malformed JSON' -- "$kgate" verify --corpus "$tmp/bad.json" --report "$tmp/r.json" --junit "$tmp/j.xml"
+echo '{"problems": [{"config":"A","descriptor":"x","op":"conv3d.fwd","form":"logical","sites":[],"calls_per_step":1,"problem":{"op":"conv3d","dir":"fwd","n":1,"cin":4,"cout":4,"in":[8,8,8],"kernel":[3,3,3],"src":"bf17"}}]}' > "$tmp/bad2.json"
+expect 2 'problems\[0\].problem.src: unknown dtype' -- "$kgate" verify --corpus "$tmp/bad2.json" --report "$tmp/r.json" --junit "$tmp/j.xml"
+if [[ -e "$tmp/r.json" || -e "$tmp/j.xml" ]]; then echo "FAIL: a report was written for bad input"; fails=$((fails + 1)); fi
+expect 2 'filter: unknown key' -- "$kgate" verify --filter colour=red --report "$tmp/r.json"
+expect 2 'Could not convert|must be|not in' -- "$kgate" verify --jobs 0
+# --check never modifies the committed file and fails on a one-byte change.
+"$kgate" corpus make --out "$tmp/shapes.json" >/dev/null
+sed -i '0,/"calls_per_step": 1/s//"calls_per_step": 2/' "$tmp/shapes.json"
+before=$(md5sum "$tmp/shapes.json")
+expect 1 'differs from the regenerated corpus' -- "$kgate" corpus make --check --out "$tmp/shapes.json"
+[[ "$(md5sum "$tmp/shapes.json")" == "$before" ]] || { echo "FAIL: --check modified the file"; fails=$((fails + 1)); }
+# Generated inputs and their manifest.
+expect 0 'x.npy' -- "$kgate" gen "conv3d.fwd bf16 n1 c4 k4 d8 kd3 p1" --fill lattice --seed 3 --out "$tmp/in"
+[[ -f "$tmp/in/x.npy" && -f "$tmp/in/w.npy" && -f "$tmp/in/manifest.json" ]] || { echo "FAIL: gen outputs missing"; fails=$((fails + 1)); }
+ls "$tmp/in" | grep -q '\.tmp\.' && { echo "FAIL: temporary files left"; fails=$((fails + 1)); }
+
+echo "$((fails == 0 ? 1 : 0)) passed, $fails failed"
+exit $((fails > 0))
