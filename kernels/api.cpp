@@ -1,0 +1,67 @@
+#include "kernels/api.hpp"
+
+#include <sstream>
+
+#include "kernels/groupnorm/groupnorm.hpp"
+#include "kernels/runtime/runtime.hpp"
+
+namespace kgate::kernels {
+
+nlohmann::json to_json(const Plan& p) {
+  nlohmann::json steps = nlohmann::json::array(), red = nlohmann::json::array();
+  for (const auto& s : p.steps)
+    steps.push_back({{"kernel", s.kernel}, {"grid", s.grid}, {"block", s.block}, {"lds_bytes", s.lds_bytes}});
+  for (const auto& r : p.reduction) red.push_back({{"what", r.what}, {"combine", r.combine}, {"length", r.length}});
+  return {{"op", p.op},       {"variant", p.variant},   {"steps", steps},
+          {"params", p.params}, {"reduction", red}, {"workspace_bytes", p.workspace_bytes}};
+}
+
+Plan plan_from_json(const nlohmann::json& j) {
+  Plan p;
+  p.op = j.at("op").get<std::string>();
+  p.variant = j.at("variant").get<std::string>();
+  for (const auto& s : j.at("steps"))
+    p.steps.push_back({s.at("kernel").get<std::string>(), s.at("grid").get<std::array<std::uint32_t, 3>>(),
+                       s.at("block").get<std::array<std::uint32_t, 3>>(), s.at("lds_bytes").get<std::uint64_t>()});
+  p.params = j.at("params").get<std::map<std::string, std::int64_t>>();
+  for (const auto& r : j.at("reduction"))
+    p.reduction.push_back({r.at("what").get<std::string>(), r.at("combine").get<std::string>(), r.at("length").get<std::int64_t>()});
+  p.workspace_bytes = j.at("workspace_bytes").get<std::uint64_t>();
+  return p;
+}
+
+std::string to_string(const Plan& p) {
+  std::ostringstream o;
+  o << p.op << " " << p.variant << " (workspace " << p.workspace_bytes << " bytes)\n";
+  o << "  params:";
+  for (const auto& [k, v] : p.params) o << " " << k << "=" << v;
+  o << "\n";
+  for (const auto& s : p.steps)
+    o << "  launch " << s.kernel << " grid " << s.grid[0] << "x" << s.grid[1] << "x" << s.grid[2] << " block "
+      << s.block[0] << "x" << s.block[1] << "x" << s.block[2] << (s.lds_bytes ? " lds " + std::to_string(s.lds_bytes) : "")
+      << "\n";
+  for (const auto& r : p.reduction) o << "  reduce " << r.combine << " x" << r.length << ": " << r.what << "\n";
+  return o.str();
+}
+
+std::vector<std::string> implemented_ops() { return {"groupnorm.fwd", "groupnorm.bwd"}; }
+
+std::string backend_name() { return rt::backend_name(rt::backend); }
+
+Support is_supported(const Problem& p) {
+  if (const auto* g = std::get_if<GroupNormProblem>(&p)) return groupnorm_supported(*g);
+  return {false, "no production kernel for " + op_dir_name(p) + " yet"};
+}
+
+Plan plan(const Problem& p) {
+  if (const auto* g = std::get_if<GroupNormProblem>(&p)) return groupnorm_plan(*g);
+  throw std::invalid_argument("plan: " + is_supported(p).reason);
+}
+
+std::map<Role, Tensor> run(const Problem& p, const Plan& pl, const std::map<Role, const Tensor*>& inputs,
+                           const RunOptions& opt) {
+  if (const auto* g = std::get_if<GroupNormProblem>(&p)) return groupnorm_run(*g, pl, inputs, opt);
+  throw std::invalid_argument("run: " + is_supported(p).reason);
+}
+
+}  // namespace kgate::kernels

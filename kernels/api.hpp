@@ -1,0 +1,79 @@
+// The production kernels' entry points, one set per operator-direction:
+// is_supported (with the reason when not), plan (the launch plan as a value),
+// run (host tensors in, host tensors out, on the backend this library was
+// built for). This header knows no backend: the gate, the tests and the tools
+// include it; the implementation links one backend's runtime.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reference/problem.hpp"
+#include "reference/tensor.hpp"
+
+namespace kgate::kernels {
+
+struct Support {
+  bool ok = true;
+  std::string reason;  // why not, when !ok
+  explicit operator bool() const { return ok; }
+};
+
+// One kernel launch of a plan.
+struct LaunchStep {
+  std::string kernel;
+  std::array<std::uint32_t, 3> grid{1, 1, 1};
+  std::array<std::uint32_t, 3> block{1, 1, 1};
+  std::uint64_t lds_bytes = 0;  // dynamic LDS
+  bool operator==(const LaunchStep&) const = default;
+};
+
+// How a kernel reduces: what the oracle needs to bound its rounding error.
+// Every length is the longest chain of roundings one term passes through in
+// that stage, in the order the stages run.
+struct ReductionStage {
+  std::string what;           // e.g. "per-thread Welford over rows"
+  std::string combine;        // "sequential", "pairwise-tree", "welford", "chan-sequential", "chan-tree"
+  std::int64_t length = 0;    // terms combined in this stage (per result)
+  bool operator==(const ReductionStage&) const = default;
+};
+
+// A launch plan: a pure function of the problem (and the kernel version).
+struct Plan {
+  std::string op;        // "groupnorm.fwd", ...
+  std::string variant;   // kernel family and its parameters in one word
+  std::vector<LaunchStep> steps;
+  std::map<std::string, std::int64_t> params;  // tile, split and vector sizes
+  std::vector<ReductionStage> reduction;
+  std::uint64_t workspace_bytes = 0;
+  bool operator==(const Plan&) const = default;
+};
+nlohmann::json to_json(const Plan& p);
+Plan plan_from_json(const nlohmann::json& j);
+std::string to_string(const Plan& p);  // a few human-readable lines
+
+struct RunOptions {
+  // Fill outputs and workspaces with NaN before the run (determinism tests:
+  // the result must not depend on what memory held).
+  bool prefill_nan = false;
+};
+
+// Operator-directions with a production kernel in this build.
+std::vector<std::string> implemented_ops();
+// The backend this library runs on ("host", "hip", "cuda").
+std::string backend_name();
+
+Support is_supported(const Problem& p);
+// Requires is_supported(p).
+Plan plan(const Problem& p);
+// Inputs by role (every non-derived and derived input of p, in their dtypes);
+// returns every output of p in its dtype. Throws std::runtime_error on a
+// runtime failure (the emulator's defect reports included).
+std::map<Role, Tensor> run(const Problem& p, const Plan& plan, const std::map<Role, const Tensor*>& inputs,
+                           const RunOptions& opt = {});
+
+}  // namespace kgate::kernels

@@ -1,0 +1,1 @@
+#include "kernels/conformance/conformance.cpp"

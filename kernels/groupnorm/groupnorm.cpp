@@ -1,0 +1,223 @@
+// GroupNorm: plans and the host driver over gn_kernels.hpp. Compiled once per
+// backend (the runtime picks it from the compiler).
+#include "kernels/groupnorm/groupnorm.hpp"
+
+#include <stdexcept>
+
+#include "kernels/groupnorm/gn_kernels.hpp"
+#include "kernels/runtime/runtime.hpp"
+
+namespace kgate::kernels {
+
+namespace {
+
+int vector_width(std::int64_t cg) {
+  for (int v : {8, 4, 2, 1})
+    if (cg % v == 0) return v;
+  return 1;
+}
+
+gn::Geometry geometry(const GroupNormProblem& p) {
+  gn::Geometry g{};
+  g.N = p.n;
+  g.S = p.spatial[0] * p.spatial[1] * p.spatial[2];
+  g.C = p.c;
+  g.G = p.groups;
+  g.Cg = p.c / p.groups;
+  g.V = vector_width(g.Cg);
+  const std::int64_t cols = g.C / g.V;
+  g.width = static_cast<int>(std::min<std::int64_t>(cols, gn::kThreads));
+  g.rows_par = gn::kThreads / g.width;
+  g.col_iters = static_cast<int>((cols + g.width - 1) / g.width);
+  // About 16 rows per work-item per chunk.
+  g.chunk_rows = std::min<std::int64_t>(g.S, static_cast<std::int64_t>(g.rows_par) * 16);
+  g.chunks = (g.S + g.chunk_rows - 1) / g.chunk_rows;
+  return g;
+}
+
+bool supported_pair(DType src, DType dst) {
+  if (src == DType::fp64 || dst == DType::fp64) return false;
+  return dst == DType::fp32 || dst == src;
+}
+
+template <class F>
+void with_types(DType src, DType dst, int v, F&& f) {
+  auto by_v = [&](auto tin, auto tout) {
+    using Tin = decltype(tin);
+    using Tout = decltype(tout);
+    switch (v) {
+      case 8: return f.template operator()<Tin, Tout, 8>();
+      case 4: return f.template operator()<Tin, Tout, 4>();
+      case 2: return f.template operator()<Tin, Tout, 2>();
+      default: return f.template operator()<Tin, Tout, 1>();
+    }
+  };
+  auto by_out = [&](auto tin) {
+    switch (dst) {
+      case DType::bf16: return by_v(tin, kgate::bf16{});
+      case DType::fp16: return by_v(tin, kgate::fp16{});
+      default: return by_v(tin, float{});
+    }
+  };
+  switch (src) {
+    case DType::bf16: return by_out(kgate::bf16{});
+    case DType::fp16: return by_out(kgate::fp16{});
+    default: return by_out(float{});
+  }
+}
+
+// A device copy of a host tensor (or of uninitialised output storage).
+struct DeviceTensor {
+  rt::DeviceBuffer<std::byte> buf;
+  explicit DeviceTensor(std::size_t bytes) : buf(bytes == 0 ? 1 : bytes) {}
+  DeviceTensor(const Tensor& t) : buf(t.nbytes() == 0 ? 1 : static_cast<std::size_t>(t.nbytes())) {
+    rt::copy_h2d(buf.data(), t.data(), static_cast<std::size_t>(t.nbytes()));
+  }
+  void* data() const { return buf.data(); }
+  template <class T> T* as() const { return reinterpret_cast<T*>(buf.data()); }
+};
+
+const Tensor& input(const std::map<Role, const Tensor*>& in, Role r) {
+  auto it = in.find(r);
+  if (it == in.end() || !it->second) throw std::invalid_argument("groupnorm: missing input " + std::string(name(r)));
+  return *it->second;
+}
+
+Tensor download(const DeviceTensor& d, DType t, const Dims& dims) {
+  Tensor out(t, dims);
+  rt::copy_d2h(out.data(), d.data(), static_cast<std::size_t>(out.nbytes()));
+  return out;
+}
+
+rt::LaunchConfig config(std::uint32_t gx, std::uint32_t gy) {
+  rt::LaunchConfig c;
+  c.grid = rt::dim3(gx, gy);
+  c.block = rt::dim3(gn::kThreads);
+  return c;
+}
+
+}  // namespace
+
+Support groupnorm_supported(const GroupNormProblem& p) {
+  if (!supported_pair(p.src, p.dst))
+    return {false, "dtype pair " + std::string(name(p.src)) + " -> " + std::string(name(p.dst)) +
+                       " (supported: fp32, bf16 or fp16 in; fp32 or the input dtype out)"};
+  const gn::Geometry g = geometry(p);
+  if (g.col_iters > gn::kMaxColIters)
+    return {false, "C / V = " + std::to_string(g.C / g.V) + " columns exceeds " +
+                       std::to_string(gn::kThreads * gn::kMaxColIters) + " (V = " + std::to_string(g.V) + ")"};
+  if (g.chunks > 65535 || p.n > 65535) return {false, "grid too large (chunks or N above 65535)"};
+  if (g.Cg * g.S >= (std::int64_t{1} << 31)) return {false, "group of 2^31 elements or more"};
+  return {};
+}
+
+Plan groupnorm_plan(const GroupNormProblem& p) {
+  const gn::Geometry g = geometry(p);
+  Plan pl;
+  pl.op = "groupnorm." + std::string(name(p.dir));
+  pl.variant = "welford-chunked/v" + std::to_string(g.V);
+  pl.params = {{"threads", gn::kThreads}, {"V", g.V},           {"chunk_rows", g.chunk_rows},
+               {"chunks", g.chunks},      {"rows_par", g.rows_par}, {"col_iters", g.col_iters}};
+  const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
+  const auto gg = static_cast<std::uint32_t>(g.G);
+  const std::int64_t rows_per_item = (g.chunk_rows + g.rows_par - 1) / g.rows_par;
+  const std::int64_t tree_seq = (g.chunks + gn::kThreads - 1) / gn::kThreads;
+  if (p.dir == GnDir::fwd) {
+    pl.steps = {{"gn_fwd_stats", {cx, n, 1}, {gn::kThreads, 1, 1}, 0},
+                {"gn_fwd_finalize", {gg, n, 1}, {gn::kThreads, 1, 1}, 0},
+                {"gn_fwd_apply", {cx, n, 1}, {gn::kThreads, 1, 1}, 0}};
+    pl.reduction = {{"per work-item Welford over its rows and V channels", "welford", rows_per_item * g.V},
+                    {"slots of a chunk and group", "chan-sequential", g.rows_par * (g.Cg / g.V)},
+                    {"chunk partials per work-item", "chan-sequential", tree_seq},
+                    {"work-items of the finalize workgroup", "chan-tree", gn::kThreads}};
+    pl.workspace_bytes = static_cast<std::uint64_t>(g.N * g.chunks * g.G * 3 * 4);
+  } else {
+    const auto cb = static_cast<std::uint32_t>((g.C + gn::kThreads - 1) / gn::kThreads);
+    pl.steps = {{"gn_bwd_reduce", {cx, n, 1}, {gn::kThreads, 1, 1}, 0},
+                {"gn_bwd_finalize", {gg, n, 1}, {gn::kThreads, 1, 1}, 0},
+                {"gn_bwd_params", {cb, 1, 1}, {gn::kThreads, 1, 1}, 0},
+                {"gn_bwd_apply", {cx, n, 1}, {gn::kThreads, 1, 1}, 0}};
+    pl.reduction = {{"per work-item sum over its rows", "sequential", rows_per_item},
+                    {"row lanes of a chunk", "sequential", g.rows_par},
+                    {"chunk partials per work-item", "sequential", tree_seq},
+                    {"work-items of the finalize workgroup", "pairwise-tree", gn::kThreads},
+                    {"channels of a group (dx coefficients)", "sequential", g.Cg},
+                    {"batch (dgamma, dbeta)", "sequential", g.N}};
+    pl.workspace_bytes = static_cast<std::uint64_t>((g.N * g.chunks * g.C * 2 + g.N * g.C * 2 + g.N * g.G * 2) * 4);
+  }
+  return pl;
+}
+
+std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan,
+                                     const std::map<Role, const Tensor*>& in, const RunOptions& opt) {
+  if (!(plan == groupnorm_plan(p))) throw std::invalid_argument("groupnorm: plan does not belong to this problem");
+  const gn::Geometry g = geometry(p);
+  const Dims xd = p.x_dims();
+  const Tensor& x = input(in, Role::x);
+  DeviceTensor dx_in(x);
+  std::unique_ptr<DeviceTensor> gamma, beta;
+  if (p.affine) {
+    gamma = std::make_unique<DeviceTensor>(input(in, Role::gamma));
+    beta = std::make_unique<DeviceTensor>(input(in, Role::beta));
+  }
+  auto prefill = [&](const DeviceTensor& d, std::size_t bytes) {
+    if (opt.prefill_nan) rt::device_memset(d.data(), 0xff, bytes);
+  };
+  const std::size_t stats_bytes = static_cast<std::size_t>(g.N * g.G * 4);
+  std::map<Role, Tensor> out;
+
+  if (p.dir == GnDir::fwd) {
+    const std::size_t y_bytes = static_cast<std::size_t>(x.numel()) * size_of(p.dst);
+    DeviceTensor y(y_bytes), mean(stats_bytes), rstd(stats_bytes), ws(plan.workspace_bytes);
+    prefill(y, y_bytes);
+    prefill(mean, stats_bytes);
+    prefill(rstd, stats_bytes);
+    prefill(ws, plan.workspace_bytes);
+    gn::FwdArgs a{g, dx_in.data(), y.data(), mean.as<float>(), rstd.as<float>(),
+                  gamma ? gamma->as<const float>() : nullptr, beta ? beta->as<const float>() : nullptr,
+                  ws.as<float>(), static_cast<float>(p.eps), p.relu ? 1 : 0};
+    const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
+    with_types(p.src, p.dst, g.V, [&]<class Tin, class Tout, int V>() {
+      KGATE_LAUNCH((gn::gn_fwd_stats<Tin, V>), config(cx, n), a);
+      KGATE_LAUNCH(gn::gn_fwd_finalize, config(static_cast<std::uint32_t>(g.G), n), a);
+      KGATE_LAUNCH((gn::gn_fwd_apply<Tin, Tout, V>), config(cx, n), a);
+    });
+    rt::device_synchronize();
+    out.emplace(Role::y, download(y, p.dst, xd));
+    out.emplace(Role::mean, download(mean, DType::fp32, {p.n, p.groups}));
+    out.emplace(Role::rstd, download(rstd, DType::fp32, {p.n, p.groups}));
+    return out;
+  }
+
+  DeviceTensor dy(input(in, Role::dy)), mean(input(in, Role::mean)), rstd(input(in, Role::rstd));
+  const std::size_t dx_bytes = static_cast<std::size_t>(x.numel()) * size_of(p.src);
+  const std::size_t c_bytes = static_cast<std::size_t>(p.c * 4);
+  DeviceTensor dxo(dx_bytes), dgamma(c_bytes), dbeta(c_bytes), ws(plan.workspace_bytes);
+  prefill(dxo, dx_bytes);
+  prefill(dgamma, c_bytes);
+  prefill(dbeta, c_bytes);
+  prefill(ws, plan.workspace_bytes);
+  float* partial = ws.as<float>();
+  float* sums = partial + g.N * g.chunks * g.C * 2;
+  float* coef = sums + g.N * g.C * 2;
+  gn::BwdArgs a{g, dx_in.data(), dy.data(), mean.as<const float>(), rstd.as<const float>(),
+                gamma ? gamma->as<const float>() : nullptr, beta ? beta->as<const float>() : nullptr,
+                dxo.data(), dgamma.as<float>(), dbeta.as<float>(), partial, sums, coef, p.relu ? 1 : 0};
+  const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
+  with_types(p.src, p.dst, g.V, [&]<class Tin, class Tdy, int V>() {
+    KGATE_LAUNCH((gn::gn_bwd_reduce<Tin, Tdy, V>), config(cx, n), a);
+    KGATE_LAUNCH(gn::gn_bwd_finalize, config(static_cast<std::uint32_t>(g.G), n), a);
+    if (p.affine)
+      KGATE_LAUNCH(gn::gn_bwd_params, config(static_cast<std::uint32_t>((g.C + gn::kThreads - 1) / gn::kThreads), 1), a);
+    KGATE_LAUNCH((gn::gn_bwd_apply<Tin, Tdy, V>), config(cx, n), a);
+  });
+  rt::device_synchronize();
+  out.emplace(Role::dx, download(dxo, p.src, xd));
+  if (p.affine) {
+    out.emplace(Role::dgamma, download(dgamma, DType::fp32, {p.c}));
+    out.emplace(Role::dbeta, download(dbeta, DType::fp32, {p.c}));
+  }
+  return out;
+}
+
+}  // namespace kgate::kernels

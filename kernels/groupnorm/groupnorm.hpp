@@ -1,0 +1,14 @@
+// GroupNorm forward and backward (NDHWC, fused ReLU): the operator's part of
+// kernels/api.hpp.
+#pragma once
+
+#include "kernels/api.hpp"
+
+namespace kgate::kernels {
+
+Support groupnorm_supported(const GroupNormProblem& p);
+Plan groupnorm_plan(const GroupNormProblem& p);
+std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan,
+                                     const std::map<Role, const Tensor*>& inputs, const RunOptions& opt);
+
+}  // namespace kgate::kernels

@@ -1,0 +1,105 @@
+// Backend-independent pieces of the kernel runtime: value types shared by all
+// three backends and the one definition of the wave-shuffle lane rules.
+//
+// Nothing here knows which backend it is compiled for; runtime.hpp picks the
+// backend header, and every backend header defines the same sections in the
+// same order (see runtime.hpp for the list).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "reference/dtype.hpp"  // KGATE_HD, kgate::bf16, kgate::fp16
+
+namespace kgate::rt {
+
+enum class Backend : std::uint8_t { host, hip, cuda };
+
+constexpr const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::host: return "host";
+    case Backend::hip: return "hip";
+    case Backend::cuda: return "cuda";
+  }
+  return "?";
+}
+
+// Grid and block extents, and work-item / workgroup indices.
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  KGATE_HD constexpr dim3() = default;
+  KGATE_HD constexpr dim3(unsigned x_, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+  KGATE_HD constexpr std::uint64_t count() const {
+    return static_cast<std::uint64_t>(x) * y * z;
+  }
+};
+
+// Every failure of the runtime (a failing API call, a launch the device would
+// refuse, a defect the host emulator detects) is reported as this exception;
+// its message names the call or the kernel, workgroup and source site.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Launch geometry. lds_bytes is the dynamic LDS size (static LDS is declared
+// in the kernel with KGATE_LDS).
+template <class StreamT>
+struct BasicLaunchConfig {
+  dim3 grid;
+  dim3 block;
+  std::size_t lds_bytes = 0;
+  StreamT* stream = nullptr;  // nullptr: the default stream
+};
+
+// Facts about gfx942 the runtime enforces on every backend's launch checks.
+inline constexpr unsigned max_workgroup_size = 1024;
+inline constexpr std::size_t max_lds_bytes = 64 * 1024;
+
+// ---------------------------------------------------------------------------
+// Wave-shuffle lane rules (gfx942, as HIP implements them on ds_bpermute).
+//
+// A shuffle computes, for each lane `self`, an index; ds_bpermute then reads
+// lane (index mod wave_size). A source lane that is inactive (diverged away,
+// exited, or past the end of a partial wave) reads 0. With width w, lanes are
+// split into segments of w consecutive lanes:
+//   shfl(v, src, w):      index = (src & (w-1)) + (self & ~(w-1))
+//   shfl_up(v, d, w):     index = self - d, or self if that leaves the segment
+//                         downwards (index < self & ~(w-1))
+//   shfl_down(v, d, w):   index = self + d, or self if (self & (w-1)) + d >= w
+//   shfl_xor(v, m, w):    index = self ^ m, or self if index >= the end of the
+//                         segment ((self + w) & ~(w-1)); an index in a LOWER
+//                         segment is not clamped: xor with m >= w reaches it.
+// Widths are meant to be powers of two in [1, wave_size] (CUDA requires it);
+// the formulas above define the gfx942 result for any width.
+// The host and HIP backends both call these functions; the CUDA backend uses
+// the native shuffles, which agree for power-of-two widths and in-segment
+// sources.
+KGATE_HD constexpr int lane_shfl(int self, int src, int width) {
+  return (src & (width - 1)) + (self & ~(width - 1));
+}
+KGATE_HD constexpr int lane_shfl_up(int self, unsigned delta, int width) {
+  const int index = self - static_cast<int>(delta);
+  return index < (self & ~(width - 1)) ? self : index;
+}
+KGATE_HD constexpr int lane_shfl_down(int self, unsigned delta, int width) {
+  const int index = self + static_cast<int>(delta);
+  return static_cast<int>((self & (width - 1)) + static_cast<int>(delta)) >= width ? self : index;
+}
+KGATE_HD constexpr int lane_shfl_xor(int self, int mask, int width) {
+  const int index = self ^ mask;
+  return index >= ((self + width) & ~(width - 1)) ? self : index;
+}
+// ds_bpermute addresses lanes modulo the wave size (address bits [7:2]).
+KGATE_HD constexpr int bpermute_lane(int index, int wave_size) { return index & (wave_size - 1); }
+
+// Bits of a 64-bit lane mask (ballot results are 64-bit on every backend; on
+// a 32-wide backend the upper half is 0).
+using lane_mask = std::uint64_t;
+
+// MFMA numeric models of the host backend (see host/mfma.cpp).
+enum class MfmaModel : std::uint8_t { exact, cdna3 };
+
+}  // namespace kgate::rt

@@ -1,0 +1,807 @@
+// The host backend's emulator: scheduler, fibers, thread pool, memory, LDS
+// and the wave collectives. Contract: EMULATOR.md; interface:
+// host_backend.hpp.
+#include <algorithm>
+#include <boost/context/fiber.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/runtime/runtime.hpp"
+
+namespace ctx = boost::context;
+
+namespace kgate::rt {
+namespace host {
+
+// ===========================================================================
+// Configuration
+
+namespace {
+
+Config config_from_env() {
+  Config c;
+  if (const char* s = std::getenv("KGATE_HOST_THREADS")) c.threads = std::atoi(s);
+  if (const char* s = std::getenv("KGATE_HOST_ORDER")) {
+    const std::string v = s;
+    if (v == "in_order") {
+      c.order = Order::in_order;
+    } else if (v == "reversed") {
+      c.order = Order::reversed;
+    } else if (v.rfind("shuffled", 0) == 0) {
+      c.order = Order::shuffled;
+      if (v.size() > 9 && v[8] == ':') c.seed = std::strtoull(v.c_str() + 9, nullptr, 0);
+    } else {
+      std::fprintf(stderr, "kgate: ignoring KGATE_HOST_ORDER=%s (in_order|reversed|shuffled[:SEED])\n", s);
+    }
+  }
+  if (const char* s = std::getenv("KGATE_HOST_WAVE")) c.wave_size = std::atoi(s) == 32 ? 32 : 64;
+  if (const char* s = std::getenv("KGATE_MFMA_MODEL")) c.mfma = std::string(s) == "exact" ? MfmaModel::exact : MfmaModel::cdna3;
+  if (const char* s = std::getenv("KGATE_LDS_CHECK")) c.check_lds = std::atoi(s) != 0;
+  if (const char* s = std::getenv("KGATE_HOST_STACK_KIB")) {
+    const long kib = std::atol(s);
+    if (kib >= 64) c.stack_bytes = static_cast<std::size_t>(kib) * 1024;
+  }
+  return c;
+}
+
+std::mutex g_config_mutex;
+Config& config_ref() {
+  static Config c = config_from_env();
+  return c;
+}
+
+}  // namespace
+
+Config config() {
+  std::lock_guard lk(g_config_mutex);
+  return config_ref();
+}
+
+void set_config(const Config& c) {
+  if (c.wave_size != 64 && c.wave_size != 32) throw Error("host::set_config: wave_size must be 64 or 32");
+  if (c.stack_bytes < 64 * 1024) throw Error("host::set_config: stack_bytes must be at least 64 KiB");
+  std::lock_guard lk(g_config_mutex);
+  config_ref() = c;
+}
+
+namespace detail {
+
+// ===========================================================================
+// Formatting helpers
+
+namespace {
+
+std::string fmt_dim(const dim3& d) {
+  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+
+std::string fmt_site(const std::source_location& s) {
+  const char* f = s.file_name();
+  const char* slash = std::strrchr(f, '/');
+  return std::string(slash ? slash + 1 : f) + ":" + std::to_string(s.line());
+}
+
+bool same_site(const std::source_location& a, const std::source_location& b) {
+  return a.line() == b.line() && a.column() == b.column() &&
+         (a.file_name() == b.file_name() || std::strcmp(a.file_name(), b.file_name()) == 0);
+}
+
+dim3 unflatten(std::uint64_t i, const dim3& d) {
+  return dim3(static_cast<unsigned>(i % d.x), static_cast<unsigned>((i / d.x) % d.y),
+              static_cast<unsigned>(i / (static_cast<std::uint64_t>(d.x) * d.y)));
+}
+
+// Thrown at a scheduling point of a work-item whose workgroup is being
+// abandoned; unwinds the kernel's frames back to the fiber's loop. Not a
+// std::exception so that kernel code cannot catch it by accident.
+struct Cancel {};
+
+}  // namespace
+
+// ===========================================================================
+// Memory
+
+namespace {
+
+constexpr std::size_t kGuard = 4096;
+
+struct Allocation {
+  unsigned char* base;  // start of the front guard
+  std::size_t size;     // bytes the caller asked for
+  std::size_t total;    // guard + data + guard
+};
+
+std::mutex g_mem_mutex;
+std::map<std::uintptr_t, Allocation> g_allocs;  // keyed by user address
+
+void fill_poison(unsigned char* p, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = (i & 1) ? 0x7F : 0xA5;  // little-endian 0x7FA5
+}
+
+// Index of the first byte in [p, p+n) that is not poison, or n. `phase` is
+// the offset of p from a 2-aligned poison origin.
+std::size_t first_clobbered(const unsigned char* p, std::size_t n, std::size_t phase) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (p[i] != (((i + phase) & 1) ? 0x7F : 0xA5)) return i;
+  return n;
+}
+
+// Throws if a guard of `a` (user address `user`) was written.
+void check_guards_locked(std::uintptr_t user, const Allocation& a, const char* when) {
+  const std::size_t front = first_clobbered(a.base, kGuard, 0);
+  const std::size_t back_off = kGuard + a.size;
+  const std::size_t back = first_clobbered(a.base + back_off, a.total - back_off, back_off);
+  if (front == kGuard && back == a.total - back_off) return;
+  std::ostringstream os;
+  os << when << ": a write outside the device allocation at 0x" << std::hex << user << std::dec << " ("
+     << a.size << " bytes): ";
+  if (front != kGuard)
+    os << "byte at offset -" << (kGuard - front) << " (before the start) was overwritten";
+  else
+    os << "byte at offset +" << (a.size + back) << " (past the end) was overwritten";
+  throw Error(os.str());
+}
+
+// The allocation containing [p, p+n), or throws naming `call`.
+void check_range_locked(const void* p, std::size_t n, const char* call) {
+  const auto u = reinterpret_cast<std::uintptr_t>(p);
+  auto it = g_allocs.upper_bound(u);
+  if (it == g_allocs.begin()) return;  // not device memory: a host pointer
+  --it;
+  const std::uintptr_t start = it->first;
+  const std::uintptr_t guard_end = reinterpret_cast<std::uintptr_t>(it->second.base) + it->second.total;
+  if (u >= guard_end) return;  // host pointer
+  if (u + n > start + it->second.size) {
+    std::ostringstream os;
+    os << call << "(" << n << " bytes at offset " << (u - start) << "): past the end of a device allocation of "
+       << it->second.size << " bytes";
+    throw Error(os.str());
+  }
+}
+
+void check_all_guards(const char* kernel) {
+  std::lock_guard lk(g_mem_mutex);
+  const std::string when = std::string("kernel '") + kernel + "'";
+  for (const auto& [user, a] : g_allocs) check_guards_locked(user, a, when.c_str());
+}
+
+}  // namespace
+}  // namespace detail
+}  // namespace host
+
+void* device_malloc(std::size_t bytes) {
+  using namespace host::detail;
+  const std::size_t data = (bytes + kGuard - 1) / kGuard * kGuard;
+  const std::size_t total = kGuard + data + kGuard;
+  auto* base = static_cast<unsigned char*>(std::aligned_alloc(kGuard, total));
+  if (!base) throw Error("device_malloc(" + std::to_string(bytes) + "): out of host memory");
+  host::detail::fill_poison(base, total);
+  std::lock_guard lk(g_mem_mutex);
+  g_allocs[reinterpret_cast<std::uintptr_t>(base + kGuard)] = Allocation{base, bytes, total};
+  return base + kGuard;
+}
+
+void device_free(void* p) {
+  using namespace host::detail;
+  if (!p) return;
+  std::lock_guard lk(g_mem_mutex);
+  const auto it = g_allocs.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == g_allocs.end()) throw Error("device_free: pointer was not returned by device_malloc");
+  const Allocation a = it->second;
+  g_allocs.erase(it);
+  std::free(a.base);
+}
+
+namespace {
+void checked_copy(void* dst, const void* src, std::size_t bytes, const char* call) {
+  using namespace host::detail;
+  {
+    std::lock_guard lk(g_mem_mutex);
+    check_range_locked(dst, bytes, call);
+    check_range_locked(src, bytes, call);
+  }
+  if (bytes) std::memmove(dst, src, bytes);
+}
+}  // namespace
+
+void copy_h2d(void* dst, const void* src, std::size_t bytes, Stream*) { checked_copy(dst, src, bytes, "copy_h2d"); }
+void copy_d2h(void* dst, const void* src, std::size_t bytes, Stream*) { checked_copy(dst, src, bytes, "copy_d2h"); }
+void copy_d2d(void* dst, const void* src, std::size_t bytes, Stream*) { checked_copy(dst, src, bytes, "copy_d2d"); }
+
+void device_memset(void* dst, int byte, std::size_t bytes, Stream*) {
+  using namespace host::detail;
+  {
+    std::lock_guard lk(g_mem_mutex);
+    check_range_locked(dst, bytes, "device_memset");
+  }
+  std::memset(dst, byte, bytes);
+}
+
+// ===========================================================================
+// Streams and events
+
+namespace {
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void Event::record(Stream*) { ns_ = now_ns(); }
+void Event::synchronize() const {
+  if (ns_ < 0) throw Error("Event::synchronize: event was never recorded");
+}
+float elapsed_ms(const Event& start, const Event& stop) {
+  if (start.ns_ < 0 || stop.ns_ < 0) throw Error("elapsed_ms: event was never recorded");
+  return static_cast<float>(static_cast<double>(stop.ns_ - start.ns_) * 1e-6);
+}
+void device_synchronize() {}
+
+namespace host::detail {
+
+// ===========================================================================
+// The per-thread executor: fibers, LDS, race shadow, scheduler
+
+namespace {
+
+enum class State : std::uint8_t { idle, ready, at_barrier, at_wave, done, failed };
+
+struct Executor;
+
+struct Item : Lane {
+  Executor* ex = nullptr;
+  ctx::fiber fiber;   // the work-item while it is suspended
+  ctx::fiber caller;  // the scheduler while the work-item runs
+  State state = State::idle;
+  bool started = false;  // has begun the current job
+  bool cancel = false;
+  std::source_location site;  // barrier or wave-op site while waiting
+  WaveExec op = nullptr;
+  const char* what = nullptr;
+  std::uint64_t wave_ops = 0;  // wave collectives completed in this workgroup
+  std::exception_ptr error;
+};
+
+// Launch-wide state shared by the executors that run its workgroups.
+struct LaunchState {
+  const char* name;
+  dim3 grid, block;
+  std::size_t dyn_lds;
+  Job job;
+  Config cfg;
+};
+
+struct StaticLds {
+  std::source_location site;
+  std::size_t bytes, offset;
+};
+
+struct Shadow {
+  std::uint32_t w_epoch = 0, r_epoch = 0;
+  std::uint16_t writer = 0, reader = 0, reader2 = 0;
+  bool two_readers = false;
+  std::source_location wsite, rsite, rsite2;
+};
+
+struct Executor {
+  std::vector<std::unique_ptr<Item>> items;
+  std::size_t stack_bytes = 0;
+  const LaunchState* launch = nullptr;
+  dim3 bid;
+  // LDS: 64 KiB, poisoned before each workgroup; dynamic part first.
+  alignas(64) unsigned char lds[max_lds_bytes];
+  std::size_t lds_top = 0;
+  std::vector<StaticLds> statics;
+  std::vector<Shadow> shadow;
+  std::uint32_t epoch = 0;     // bumps at each barrier and workgroup
+  std::uint32_t wg_epoch = 0;  // barrier epochs within this workgroup
+
+  ~Executor() {
+    // Unwind idle fibers (they sit at the bottom of their loop).
+    for (auto& it : items) it->fiber = ctx::fiber();
+  }
+
+  void ensure_items(std::size_t n, std::size_t stack) {
+    if (stack != stack_bytes) {
+      items.clear();
+      stack_bytes = stack;
+    }
+    while (items.size() < n) {
+      auto it = std::make_unique<Item>();
+      it->ex = this;
+      Item* raw = it.get();
+      it->fiber = ctx::fiber(std::allocator_arg, ctx::protected_fixedsize_stack(stack),
+                             [raw](ctx::fiber&& c) { return fiber_main(raw, std::move(c)); });
+      items.push_back(std::move(it));
+    }
+  }
+
+  static ctx::fiber fiber_main(Item* it, ctx::fiber&& c) {
+    it->caller = std::move(c);
+    for (;;) {
+      try {
+        it->ex->launch->job.invoke(it->ex->launch->job.ctx);
+        it->state = State::done;
+      } catch (const ctx::detail::forced_unwind&) {
+        throw;  // the fiber is being destroyed
+      } catch (const Cancel&) {
+        it->state = State::done;
+      } catch (...) {
+        it->error = std::current_exception();
+        it->state = State::failed;
+      }
+      it->caller = std::move(it->caller).resume();
+    }
+  }
+
+  void resume(Item* it) {
+    current = it;
+    it->started = true;
+    it->fiber = std::move(it->fiber).resume();
+    current = nullptr;
+  }
+
+  std::string wi_name(const Item* it) const { return "work-item " + fmt_dim(it->tid); }
+
+  // Cancels every work-item that is in the middle of the job.
+  void abandon(std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      Item* it = items[i].get();
+      if (it->started && it->state != State::done && it->state != State::failed) {
+        it->cancel = true;
+        resume(it);
+      }
+    }
+  }
+
+  [[noreturn]] void fail(std::size_t n, const std::string& msg) {
+    abandon(n);
+    throw Error("kernel '" + std::string(launch->name) + "', workgroup " + fmt_dim(bid) + ": " + msg);
+  }
+
+  void run_workgroup(const LaunchState& L, std::uint64_t wg_linear);
+  bool run_wave_collectives(std::size_t n);
+};
+
+thread_local std::unique_ptr<Executor> t_executor;
+
+Executor& executor() {
+  if (!t_executor) t_executor = std::make_unique<Executor>();
+  return *t_executor;
+}
+
+std::string wi_name_of(const Item* it) { return "work-item " + fmt_dim(it->tid); }
+
+void Executor::run_workgroup(const LaunchState& L, std::uint64_t wg_linear) {
+  launch = &L;
+  bid = unflatten(wg_linear, L.grid);
+  const std::size_t n = L.block.count();
+  ensure_items(n, L.cfg.stack_bytes);
+  const int ws = L.cfg.wave_size;
+  for (std::size_t i = 0; i < n; ++i) {
+    Item* it = items[i].get();
+    it->tid = unflatten(i, L.block);
+    it->bid = bid;
+    it->bdim = L.block;
+    it->gdim = L.grid;
+    it->flat = static_cast<unsigned>(i);
+    it->lane = static_cast<int>(i % static_cast<unsigned>(ws));
+    it->wave = static_cast<int>(i / static_cast<unsigned>(ws));
+    it->wave_size = ws;
+    it->check_lds = L.cfg.check_lds;
+    it->state = State::ready;
+    it->started = false;
+    it->cancel = false;
+    it->wave_ops = 0;
+    it->error = nullptr;
+  }
+  fill_poison(lds, max_lds_bytes);
+  lds_top = (L.dyn_lds + 15) / 16 * 16;
+  statics.clear();
+  ++epoch;
+  wg_epoch = 0;
+
+  for (;;) {
+    for (std::size_t i = 0; i < n; ++i) {
+      Item* it = items[i].get();
+      if (it->state != State::ready) continue;
+      resume(it);
+      if (it->state == State::failed) {
+        std::string msg;
+        try {
+          std::rethrow_exception(it->error);
+        } catch (const std::exception& e) {
+          msg = e.what();
+        } catch (...) {
+          msg = "unknown exception";
+        }
+        it->error = nullptr;
+        fail(n, wi_name(it) + ": " + msg);
+      }
+    }
+    if (run_wave_collectives(n)) continue;
+
+    // Every live work-item waits at a barrier (or all are done).
+    const Item* first_done = nullptr;
+    const Item* first_wait = nullptr;
+    const Item* other_site = nullptr;
+    std::size_t waiting = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const Item* it = items[i].get();
+      if (it->state == State::done) {
+        if (!first_done) first_done = it;
+      } else if (it->state == State::at_barrier) {
+        ++waiting;
+        if (!first_wait)
+          first_wait = it;
+        else if (!other_site && !same_site(first_wait->site, it->site))
+          other_site = it;
+      }
+    }
+    if (waiting == 0) break;
+    if (first_done)
+      fail(n, "barrier divergence: " + wi_name(first_done) + " exited while " + std::to_string(waiting) +
+                  " work-item(s) wait at the barrier at " + fmt_site(first_wait->site) + " (first: " +
+                  wi_name(first_wait) + ")");
+    if (other_site)
+      fail(n, "barrier divergence: " + wi_name(first_wait) + " waits at the barrier at " +
+                  fmt_site(first_wait->site) + " while " + wi_name(other_site) + " waits at the barrier at " +
+                  fmt_site(other_site->site));
+    ++epoch;
+    ++wg_epoch;
+    for (std::size_t i = 0; i < n; ++i)
+      if (items[i]->state == State::at_barrier) items[i]->state = State::ready;
+  }
+  launch = nullptr;
+}
+
+// Runs at most one collective per wave: the waiting group that is furthest
+// behind (fewest completed wave operations, then the earliest source line).
+// Returns whether any ran.
+bool Executor::run_wave_collectives(std::size_t n) {
+  bool ran = false;
+  const int ws = launch->cfg.wave_size;
+  for (std::size_t w0 = 0; w0 < n; w0 += static_cast<std::size_t>(ws)) {
+    const std::size_t w1 = std::min(n, w0 + static_cast<std::size_t>(ws));
+    Item* lead = nullptr;
+    for (std::size_t i = w0; i < w1; ++i) {
+      Item* it = items[i].get();
+      if (it->state != State::at_wave) continue;
+      if (!lead || it->wave_ops < lead->wave_ops ||
+          (it->wave_ops == lead->wave_ops && it->site.line() < lead->site.line()))
+        lead = it;
+    }
+    if (!lead) continue;
+    WaveGroup g{};
+    g.wave_size = ws;
+    g.active = 0;
+    for (std::size_t i = w0; i < w1; ++i) {
+      Item* it = items[i].get();
+      g.lanes[i - w0] = it;
+      if (it->state == State::at_wave && same_site(it->site, lead->site) && it->op == lead->op)
+        g.active |= lane_mask{1} << (i - w0);
+    }
+    try {
+      lead->op(g);
+    } catch (const std::exception& e) {
+      fail(n, std::string(lead->what) + " at " + fmt_site(lead->site) + " (wave " + std::to_string(lead->wave) +
+                  "): " + e.what());
+    }
+    for (std::size_t i = w0; i < w1; ++i) {
+      if (g.active >> (i - w0) & 1) {
+        items[i]->state = State::ready;
+        ++items[i]->wave_ops;
+      }
+    }
+    ran = true;
+  }
+  return ran;
+}
+
+Item* current_item(const char* what) {
+  if (!current) throw Error(std::string(what) + " called outside a kernel");
+  return static_cast<Item*>(current);
+}
+
+void suspend(Item* it) {
+  it->caller = std::move(it->caller).resume();
+  if (it->cancel) throw Cancel{};
+}
+
+}  // namespace
+
+// ===========================================================================
+// Scheduling points
+
+void barrier_wait(const std::source_location& site) {
+  Item* it = current_item("barrier");
+  it->state = State::at_barrier;
+  it->site = site;
+  suspend(it);
+}
+
+void wave_collective(WaveExec op, const char* what, const std::source_location& site) {
+  Item* it = current_item(what);
+  it->state = State::at_wave;
+  it->site = site;
+  it->op = op;
+  it->what = what;
+  suspend(it);
+}
+
+// ===========================================================================
+// Collectives
+
+void exec_gather(const WaveGroup& g) {
+  for (int l = 0; l < g.wave_size; ++l) {
+    if (!(g.active >> l & 1)) continue;
+    Lane* me = g.lanes[l];
+    const auto src = static_cast<int>(me->arg);
+    if (g.active >> src & 1)
+      std::memcpy(me->out, g.lanes[src]->in, 16);
+    else
+      std::memset(me->out, 0, 16);  // ds_bpermute: an inactive source lane reads 0
+  }
+}
+
+void exec_ballot(const WaveGroup& g) {
+  lane_mask b = 0;
+  for (int l = 0; l < g.wave_size; ++l)
+    if ((g.active >> l & 1) && g.lanes[l]->arg) b |= lane_mask{1} << l;
+  for (int l = 0; l < g.wave_size; ++l) {
+    if (!(g.active >> l & 1)) continue;
+    std::memcpy(g.lanes[l]->out, &b, 8);
+    std::memcpy(g.lanes[l]->out + 8, &g.active, 8);
+  }
+}
+
+void exec_firstlane(const WaveGroup& g) {
+  int first = 0;
+  while (!(g.active >> first & 1)) ++first;
+  for (int l = 0; l < g.wave_size; ++l)
+    if (g.active >> l & 1) std::memcpy(g.lanes[l]->out, g.lanes[first]->in, 16);
+}
+
+// ===========================================================================
+// LDS
+
+void* lds_static_bytes(std::size_t bytes, std::size_t align, const std::source_location& site) {
+  Item* it = current_item("KGATE_LDS");
+  Executor& ex = *it->ex;
+  for (const StaticLds& s : ex.statics) {
+    if (same_site(s.site, site)) {
+      if (s.bytes != bytes)
+        throw Error("KGATE_LDS at " + fmt_site(site) + " declared with " + std::to_string(bytes) +
+                    " bytes here and " + std::to_string(s.bytes) + " bytes by another work-item");
+      return ex.lds + s.offset;
+    }
+  }
+  const std::size_t a = std::max<std::size_t>(align, 16);
+  const std::size_t off = (ex.lds_top + a - 1) / a * a;
+  if (off + bytes > max_lds_bytes)
+    throw Error("LDS request at " + fmt_site(site) + " exceeds the gfx942 limit: " + std::to_string(off + bytes) +
+                " bytes (dynamic " + std::to_string(ex.launch->dyn_lds) + " + static) > " +
+                std::to_string(max_lds_bytes));
+  ex.statics.push_back(StaticLds{site, bytes, off});
+  ex.lds_top = off + bytes;
+  return ex.lds + off;
+}
+
+void* lds_dynamic_bytes(std::size_t* bytes) {
+  Item* it = current_item("KGATE_LDS_DYNAMIC");
+  *bytes = it->ex->launch->dyn_lds;
+  return it->ex->lds;
+}
+
+void lds_index_error(std::size_t index, std::size_t size, const std::source_location& site) {
+  throw Error("LDS index " + (index == static_cast<std::size_t>(-1) ? std::string("(negative)") : std::to_string(index)) +
+              " out of range [0, " + std::to_string(size) + ") at " + fmt_site(site));
+}
+
+void lds_note(const void* p, std::size_t bytes, bool write, const std::source_location& site) {
+  Item* it = static_cast<Item*>(current);
+  Executor& ex = *it->ex;
+  if (ex.shadow.empty()) ex.shadow.resize(max_lds_bytes);
+  const std::size_t off = static_cast<std::size_t>(static_cast<const unsigned char*>(p) - ex.lds);
+  const auto me = static_cast<std::uint16_t>(it->flat);
+  const std::uint32_t e = ex.epoch;
+  auto race = [&](std::uint16_t other, const std::source_location& other_site, bool other_write) {
+    const dim3 o = unflatten(other, ex.launch->block);
+    throw Error("LDS race in barrier epoch " + std::to_string(ex.wg_epoch) + ": " + wi_name_of(it) + " " +
+                (write ? "writes" : "reads") + " LDS bytes [" + std::to_string(off) + ", " +
+                std::to_string(off + bytes) + ") at " + fmt_site(site) + " and work-item " + fmt_dim(o) + " " +
+                (other_write ? "wrote" : "read") + " them at " + fmt_site(other_site) +
+                " with no barrier between");
+  };
+  for (std::size_t b = off; b < off + bytes; ++b) {
+    Shadow& s = ex.shadow[b];
+    if (s.w_epoch == e && s.writer != me) race(s.writer, s.wsite, true);
+    if (write) {
+      if (s.r_epoch == e) {
+        if (s.reader != me) race(s.reader, s.rsite, false);
+        if (s.two_readers && s.reader2 != me) race(s.reader2, s.rsite2, false);
+      }
+      s.w_epoch = e;
+      s.writer = me;
+      s.wsite = site;
+    } else if (s.r_epoch != e) {
+      s.r_epoch = e;
+      s.reader = me;
+      s.rsite = site;
+      s.two_readers = false;
+    } else if (s.reader != me && !s.two_readers) {
+      s.two_readers = true;
+      s.reader2 = me;
+      s.rsite2 = site;
+    }
+  }
+}
+
+void kernel_error(const char* what, const std::source_location& site) {
+  throw Error(std::string(what) + " at " + fmt_site(site));
+}
+
+// ===========================================================================
+// Thread pool and launch
+
+namespace {
+
+class Pool {
+ public:
+  ~Pool() {
+    {
+      std::lock_guard lk(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  // Runs fn on `n` threads (the caller is one of them) and waits for all.
+  void run(int n, const std::function<void()>& fn) {
+    if (n <= 1) {
+      fn();
+      return;
+    }
+    {
+      std::lock_guard lk(m_);
+      while (static_cast<int>(threads_.size()) < n - 1)
+        threads_.emplace_back([this, id = threads_.size()] { worker(id); });
+      task_ = &fn;
+      wanted_ = n - 1;
+      pending_ = n - 1;
+      ++generation_;
+    }
+    cv_.notify_all();
+    fn();
+    std::unique_lock lk(m_);
+    done_cv_.wait(lk, [&] { return pending_ == 0; });
+    task_ = nullptr;
+  }
+
+ private:
+  void worker(std::size_t id) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      const std::function<void()>* task;
+      {
+        std::unique_lock lk(m_);
+        cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        if (id >= static_cast<std::size_t>(wanted_)) continue;
+        task = task_;
+      }
+      (*task)();
+      {
+        std::lock_guard lk(m_);
+        --pending_;
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_, done_cv_;
+  std::vector<std::thread> threads_;
+  const std::function<void()>* task_ = nullptr;
+  std::uint64_t generation_ = 0;
+  int wanted_ = 0, pending_ = 0;
+  bool stop_ = false;
+};
+
+Pool& pool() {
+  static Pool p;
+  return p;
+}
+
+std::mutex g_launch_mutex;
+
+}  // namespace
+
+void launch_erased(const char* name, const LaunchConfig& lc, const Job& job) {
+  LaunchState L{name, lc.grid, lc.block, lc.lds_bytes, job, config()};
+  const auto prefix = std::string("launch of kernel '") + name + "'";
+  const std::uint64_t bsize = L.block.count();
+  if (bsize == 0 || L.grid.count() == 0)
+    throw Error(prefix + ": empty grid " + fmt_dim(L.grid) + " or block " + fmt_dim(L.block));
+  if (bsize > max_workgroup_size || L.block.z > 64)
+    throw Error(prefix + ": block " + fmt_dim(L.block) + " has " + std::to_string(bsize) +
+                " work-items; gfx942 allows at most 1024 (z at most 64)");
+  if (L.grid.y > 65535 || L.grid.z > 65535 || L.grid.x > 0x7fffffffu)
+    throw Error(prefix + ": grid " + fmt_dim(L.grid) + " exceeds the portable limits (2^31-1, 65535, 65535)");
+  if (L.dyn_lds > max_lds_bytes)
+    throw Error(prefix + ": dynamic LDS of " + std::to_string(L.dyn_lds) + " bytes exceeds the gfx942 limit of " +
+                std::to_string(max_lds_bytes));
+
+  const std::uint64_t nwg = L.grid.count();
+  std::vector<std::uint32_t> order;
+  if (L.cfg.order == Order::shuffled) {
+    order.resize(nwg);
+    for (std::uint64_t i = 0; i < nwg; ++i) order[i] = static_cast<std::uint32_t>(i);
+    std::mt19937_64 rng(L.cfg.seed);
+    for (std::uint64_t i = nwg; i > 1; --i) {
+      const std::uint64_t j = std::uniform_int_distribution<std::uint64_t>(0, i - 1)(rng);
+      std::swap(order[i - 1], order[j]);
+    }
+  }
+  auto wg_at = [&](std::uint64_t i) -> std::uint64_t {
+    switch (L.cfg.order) {
+      case Order::in_order: return i;
+      case Order::reversed: return nwg - 1 - i;
+      case Order::shuffled: return order[i];
+    }
+    return i;
+  };
+
+  int threads = L.cfg.threads > 0 ? L.cfg.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(threads), nwg));
+
+  std::atomic<std::uint64_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex err_mutex;
+  std::uint64_t err_index = ~std::uint64_t{0};
+  std::string err_msg;
+  const std::function<void()> work = [&] {
+    Executor& ex = executor();
+    for (;;) {
+      if (stop.load(std::memory_order_relaxed)) return;
+      const std::uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= nwg) return;
+      try {
+        ex.run_workgroup(L, wg_at(i));
+      } catch (const std::exception& e) {
+        ex.launch = nullptr;
+        std::lock_guard lk(err_mutex);
+        if (i < err_index) {
+          err_index = i;
+          err_msg = e.what();
+        }
+        stop = true;
+      }
+    }
+  };
+  {
+    std::lock_guard lk(g_launch_mutex);
+    pool().run(threads, work);
+  }
+  if (!err_msg.empty()) throw Error(err_msg);
+  check_all_guards(name);
+}
+
+}  // namespace host::detail
+}  // namespace kgate::rt

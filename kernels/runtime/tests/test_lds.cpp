@@ -1,0 +1,203 @@
+// LDS on the host backend: the race checker (both work-items and sites),
+// poison, the 64 KiB limit, bounds, static and dynamic declarations.
+#include "kernels/runtime/tests/test_util.hpp"
+
+namespace rt = kgate::rt;
+using kgate::rt::test::bits_of;
+using kgate::rt::test::error_of;
+
+namespace {
+
+int g_write_line = 0, g_read_line = 0;
+
+// Neighbour exchange with the barrier missing: item t writes buf[t], then
+// reads buf[t+1], which item t+1 writes in the same epoch.
+KGATE_KERNEL(exchange_racy, float* out) {
+  KGATE_LDS(buf, float, 64);
+  const unsigned t = rt::flat_thread_idx();
+  g_write_line = __LINE__; buf[t] = static_cast<float>(t);
+  g_read_line = __LINE__; const float v = buf[(t + 1) % 64];
+  out[t] = v;
+}
+
+KGATE_KERNEL(exchange_ok, float* out) {
+  KGATE_LDS(buf, float, 64);
+  const unsigned t = rt::flat_thread_idx();
+  buf[t] = static_cast<float>(t);
+  rt::barrier();
+  const float v = buf[(t + 1) % 64];
+  out[t] = v;
+}
+
+// Every work-item writes the same word: a write-write race.
+KGATE_KERNEL(all_write_one, float* out) {
+  KGATE_LDS(buf, float, 4);
+  buf[0] = 1.0f;
+  rt::barrier();
+  const float v = buf[0];
+  out[rt::flat_thread_idx()] = v;
+}
+
+// Reads before the barrier, writes after it: legal (different epochs), and
+// every item reading the same word in one epoch is legal too.
+KGATE_KERNEL(read_then_write, float* out) {
+  KGATE_LDS(buf, float, 64);
+  const unsigned t = rt::flat_thread_idx();
+  if (t == 0) buf[0] = 5.0f;
+  rt::barrier();
+  const float v = buf[0];
+  rt::barrier();
+  buf[t] = v + static_cast<float>(t);
+  buf[t] += 1.0f;
+  rt::barrier();
+  const float w = buf[63 - t];
+  out[t] = w;
+}
+
+KGATE_KERNEL(read_unwritten, float* out) {
+  KGATE_LDS(buf, float, 64);
+  const float v = buf[rt::flat_thread_idx()];
+  out[rt::flat_thread_idx()] = v;
+}
+
+KGATE_KERNEL(too_much_static, float* out) {
+  KGATE_LDS(big, float, 20000);  // 80000 bytes > 64 KiB
+  big[0] = 1.0f;
+  out[0] = 1.0f;
+}
+
+KGATE_KERNEL(out_of_range, float* out, int index) {
+  KGATE_LDS(buf, float, 16);
+  buf[index] = 1.0f;
+  out[0] = 1.0f;
+}
+
+// Dynamic LDS (ints) and a static array together; both must be usable.
+KGATE_KERNEL(dynamic_and_static, int* out) {
+  KGATE_LDS_DYNAMIC(dyn, int);
+  KGATE_LDS(stat, int, 64);
+  const unsigned t = rt::flat_thread_idx();
+  dyn[t] = static_cast<int>(t);
+  stat[t] = 1000 + static_cast<int>(t);
+  rt::barrier();
+  const int a = dyn[63 - t];
+  const int b = stat[63 - t];
+  out[t] = a + b;
+  out[64] = static_cast<int>(dyn.size());
+}
+
+// Vector access: 4 floats at once.
+struct f4 {
+  float v[4];
+};
+KGATE_KERNEL(vector_lds, float* out) {
+  KGATE_LDS(buf, float, 256);
+  const unsigned t = rt::flat_thread_idx();
+  f4 x{{1.0f * t, 2.0f * t, 3.0f * t, 4.0f * t}};
+  buf.store<f4>(4 * t, x);
+  rt::barrier();
+  const f4 y = buf.load<f4>(4 * (63 - t));
+  for (int i = 0; i < 4; ++i) out[4 * t + i] = y.v[i];
+}
+
+class Lds : public ::testing::Test {
+ protected:
+  rt::host::ScopedConfig cfg_{rt::test::test_config()};
+};
+
+TEST_F(Lds, RaceIsReportedWithBothWorkItemsAndSites) {
+  rt::DeviceBuffer<float> out(64);
+  const std::string msg = error_of([&] { KGATE_LAUNCH(exchange_racy, (rt::LaunchConfig{1, 64}), out.data()); });
+  EXPECT_NE(msg.find("LDS race"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("kernel 'exchange_racy'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("workgroup (0,0,0)"), std::string::npos) << msg;
+  // Item 0 read buf[1] first; item 1 then writes it: both named, both sites.
+  EXPECT_NE(msg.find("work-item (1,0,0) writes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("work-item (0,0,0) read"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("test_lds.cpp:" + std::to_string(g_write_line)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("test_lds.cpp:" + std::to_string(g_read_line)), std::string::npos) << msg;
+}
+
+TEST_F(Lds, RaceFreeVariantPasses) {
+  rt::DeviceBuffer<float> out(64);
+  KGATE_LAUNCH(exchange_ok, (rt::LaunchConfig{1, 64}), out.data());
+  const auto v = out.download();
+  for (unsigned t = 0; t < 64; ++t) ASSERT_EQ(v[t], static_cast<float>((t + 1) % 64));
+}
+
+TEST_F(Lds, CheckerOffLetsTheRaceThrough) {
+  auto c = rt::test::test_config();
+  c.check_lds = false;
+  rt::host::ScopedConfig off(c);
+  rt::DeviceBuffer<float> out(64);
+  EXPECT_EQ(error_of([&] { KGATE_LAUNCH(exchange_racy, (rt::LaunchConfig{1, 64}), out.data()); }), "");
+}
+
+TEST_F(Lds, WriteWriteRace) {
+  rt::DeviceBuffer<float> out(64);
+  const std::string msg = error_of([&] { KGATE_LAUNCH(all_write_one, (rt::LaunchConfig{1, 64}), out.data()); });
+  EXPECT_NE(msg.find("LDS race"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("work-item (1,0,0) writes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("work-item (0,0,0) wrote"), std::string::npos) << msg;
+}
+
+TEST_F(Lds, EpochsAndSharedReadsAreNotRaces) {
+  rt::DeviceBuffer<float> out(64);
+  KGATE_LAUNCH(read_then_write, (rt::LaunchConfig{1, 64}), out.data());
+  const auto v = out.download();
+  for (unsigned t = 0; t < 64; ++t) ASSERT_EQ(v[t], 5.0f + static_cast<float>(63 - t) + 1.0f);
+}
+
+TEST_F(Lds, UnwrittenLdsIsPoison) {
+  rt::DeviceBuffer<float> out(64);
+  KGATE_LAUNCH(read_unwritten, (rt::LaunchConfig{1, 64}), out.data());
+  for (float f : out.download()) {
+    ASSERT_EQ(bits_of(f), rt::host::poison32);
+    ASSERT_TRUE(std::isnan(f));
+  }
+}
+
+TEST_F(Lds, StaticLimitEnforced) {
+  rt::DeviceBuffer<float> out(1);
+  const std::string msg = error_of([&] { KGATE_LAUNCH(too_much_static, (rt::LaunchConfig{1, 64}), out.data()); });
+  EXPECT_NE(msg.find("exceeds the gfx942 limit"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("too_much_static"), std::string::npos) << msg;
+}
+
+TEST_F(Lds, DynamicLimitEnforcedAtLaunch) {
+  rt::DeviceBuffer<int> out(65);
+  const std::string msg = error_of(
+      [&] { KGATE_LAUNCH(dynamic_and_static, (rt::LaunchConfig{1, 64, 65537}), out.data()); });
+  EXPECT_NE(msg.find("dynamic LDS of 65537 bytes exceeds"), std::string::npos) << msg;
+  // Dynamic that fits, but not together with the static array.
+  const std::string msg2 = error_of(
+      [&] { KGATE_LAUNCH(dynamic_and_static, (rt::LaunchConfig{1, 64, 65536 - 64}), out.data()); });
+  EXPECT_NE(msg2.find("exceeds the gfx942 limit"), std::string::npos) << msg2;
+}
+
+TEST_F(Lds, IndexOutOfRange) {
+  rt::DeviceBuffer<float> out(1);
+  const std::string msg = error_of([&] { KGATE_LAUNCH(out_of_range, (rt::LaunchConfig{1, 1}), out.data(), 16); });
+  EXPECT_NE(msg.find("LDS index 16 out of range [0, 16)"), std::string::npos) << msg;
+  const std::string neg = error_of([&] { KGATE_LAUNCH(out_of_range, (rt::LaunchConfig{1, 1}), out.data(), -1); });
+  EXPECT_NE(neg.find("LDS index (negative)"), std::string::npos) << neg;
+  EXPECT_EQ(error_of([&] { KGATE_LAUNCH(out_of_range, (rt::LaunchConfig{1, 1}), out.data(), 15); }), "");
+}
+
+TEST_F(Lds, DynamicAndStaticCoexist) {
+  rt::DeviceBuffer<int> out(65);
+  KGATE_LAUNCH(dynamic_and_static, (rt::LaunchConfig{1, 64, 64 * sizeof(int)}), out.data());
+  const auto v = out.download();
+  for (int t = 0; t < 64; ++t) ASSERT_EQ(v[t], (63 - t) + 1000 + (63 - t));
+  EXPECT_EQ(v[64], 64);
+}
+
+TEST_F(Lds, VectorAccess) {
+  rt::DeviceBuffer<float> out(256);
+  KGATE_LAUNCH(vector_lds, (rt::LaunchConfig{1, 64}), out.data());
+  const auto v = out.download();
+  for (unsigned t = 0; t < 64; ++t)
+    for (unsigned i = 0; i < 4; ++i) ASSERT_EQ(v[4 * t + i], static_cast<float>((i + 1) * (63 - t)));
+}
+
+}  // namespace

@@ -1,0 +1,1 @@
+#include "kernels/runtime/tests/test_util.hpp"
