@@ -1,0 +1,184 @@
+// GroupNorm tolerances (ORACLES.md, GroupNorm) and compare_groupnorm.
+//
+// Notation per (n, g): M elements, mu = mean, r = rstd, var (biased),
+// meanabs = mean |x|; u = unit roundoff of the fp32 arithmetic (or of
+// plan.acc), D = plan.depth() of the group reduction, g_c = gamma_c (1 when
+// !affine), u_out = output_u(dst).
+//
+// Forward y: see oracle.hpp. Statistics outputs: mean within
+// gamma_{D+1} meanabs (+ u|mu| for the fp32 store), rstd within
+// r (0.5 dvar + 4u).
+//
+// Backward (derivation). With the fed mu, r (exact inputs to both sides):
+//   sum1 = sum_i g_c dy_i x_i,  sum2 = sum_i g_c dy_i      (over the group)
+//   T = sum2 mu - sum1,  c2 = T r^3 / M,  c3 = -c2 mu - sum2 r / M
+//   dx_i = r g_c dy_i + c2 x_i + c3.
+// First-order error propagation, each operation rounding once in u:
+//   d_sum1 <= gamma_{D+2} S1 (S1 = sum |g dy x|: two multiplies then D adds)
+//   d_sum2 <= gamma_{D+1} S2 (S2 = sum |g dy|)
+//   d_T  <= |mu| d_sum2 + d_sum1 + gamma_2 (|sum2 mu| + |sum1|)
+//   d_c2 <= (d_T + gamma_6 (|T| + d_T)) r^3 / M          (r*r*r*T/M in any order)
+//   d_c3 <= d_c2 |mu| + d_sum2 r / M + gamma_6 (|c2 mu| + |sum2| r / M)
+//   d_dx_i <= d_c2 |x_i| + d_c3 + gamma_6 (r |g dy_i| + |c2 x_i| + |c3|)
+// and the result is multiplied by (1 + 8u) for the second-order terms, then
+// u_out |dx_i| is added for the store. dgamma_c = sum_n r (sum dy x - mu
+// sum dy) is bounded by gamma_{D+4} sum_n r sum |dy| (|x| + |mu|) and
+// dbeta_c = sum dy by gamma_D sum |dy|, D the depth of the per-channel
+// reduction over N*D*H*W.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "oracles/bounds.hpp"
+#include "oracles/oracle.hpp"
+#include "reference/descriptor.hpp"
+
+namespace kgate::oracle {
+
+namespace {
+
+double get_or(const Tensor* t, std::int64_t i, double dflt) { return t ? t->get(i) : dflt; }
+
+}  // namespace
+
+Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& reference, const Tensor& candidate,
+                         const GroupNormInputs& in, const ReductionPlan& plan, const Fill& fill,
+                         const Options& opt) {
+  plan.validate();
+  if (!in.x || !in.mean || !in.rstd) throw std::invalid_argument("compare_groupnorm: x, mean and rstd are required");
+  const bool bwd = p.dir == GnDir::bwd;
+  if (bwd && !in.dy) throw std::invalid_argument("compare_groupnorm: backward needs dy");
+  if (!bwd && !in.var) throw std::invalid_argument("compare_groupnorm: forward needs var");
+  const std::int64_t N = p.n, C = p.c, G = p.groups, Cg = C / G;
+  const std::int64_t S = p.spatial[0] * p.spatial[1] * p.spatial[2];
+  const std::int64_t M = p.group_size();
+  const double u = unit_roundoff(plan.acc);
+  const std::int64_t D = plan.depth();
+  const double u_out = output_u(candidate.dtype());
+  const double Dd = static_cast<double>(D);
+
+  ElementwiseCheck c;
+  c.what = op_dir_name(Problem{p}) + " " + std::string(name(output));
+  c.descriptor = to_descriptor(p);
+  c.fill = fill_string(fill) + " seed=" + std::to_string(fill.seed);
+  c.plan = to_string(plan);
+  c.dst = candidate.dtype();
+  c.dims = reference.dims();
+  c.depth = D;
+  c.u_acc = u;
+  c.u_out = u_out;
+  c.tier3_reason = "GroupNorm: the statistics' errors are shared by a whole group, not independent per element";
+  const std::int64_t n = reference.numel();
+  c.bound2.assign(n, 0.0);
+  c.scale.assign(n, 0.0);
+  const double sqd = std::sqrt(Dd);
+
+  // Per-(n,g) mean |x|.
+  std::vector<double> meanabs(N * G, 0.0);
+  for (std::int64_t b = 0; b < N; ++b)
+    for (std::int64_t s = 0; s < S; ++s)
+      for (std::int64_t ch = 0; ch < C; ++ch)
+        meanabs[b * G + ch / Cg] += std::fabs(in.x->get((b * S + s) * C + ch));
+  for (auto& v : meanabs) v /= static_cast<double>(M);
+
+  auto dvar_of = [&](std::int64_t ng) {
+    const double var = in.var->get(ng), ma = meanabs[ng];
+    const double ve = var + p.eps;
+    const double gm = gamma(Dd, u) * ma;
+    return (gamma(Dd + 4, u) * (3 * var + 4 * std::sqrt(var) * ma) + gm * gm + 2 * u * ve) / ve;
+  };
+
+  if (!bwd && output == Role::y) {
+    const bool exact = fill.kind == FillKind::gn_exact && fill.constant;
+    if (exact) c.exact_ok.assign(n, 1);
+    else c.tier1_reason = "GroupNorm y is exact only for constant groups (gn_exact constant=1)";
+    const double g5 = gamma(Dd + 5, u);
+    std::vector<double> dvar(N * G);
+    for (std::int64_t ng = 0; ng < N * G; ++ng) dvar[ng] = dvar_of(ng);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t ch = i % C, b = i / (S * C), ng = b * G + ch / Cg;
+      const double r = in.rstd->get(ng), mu = in.mean->get(ng);
+      const double x = in.x->get(i);
+      const double gc = std::fabs(get_or(in.gamma, ch, 1.0)), bc = std::fabs(get_or(in.beta, ch, 0.0));
+      const double y = std::fabs(reference.get(i));
+      const double xhat = std::fabs((x - mu) * r);
+      const double cond = gc * r * (std::fabs(x) + meanabs[ng]);
+      c.bound2[i] = gc * (g5 * r * (std::fabs(x) + meanabs[ng]) + 0.5 * xhat * dvar[ng]) * (1 + 4 * u) +
+                    u * (bc + y) + u_out * y;
+      c.scale[i] = u * sqd * cond;
+    }
+  } else if (!bwd && output == Role::mean) {
+    c.tier1_reason = "statistics are not exact in general";
+    for (std::int64_t i = 0; i < n; ++i) {
+      c.bound2[i] = gamma(Dd + 1, u) * meanabs[i] + u * std::fabs(reference.get(i));
+      c.scale[i] = u * sqd * meanabs[i];
+    }
+  } else if (!bwd && output == Role::rstd) {
+    c.tier1_reason = "statistics are not exact in general";
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double r = std::fabs(reference.get(i));
+      c.bound2[i] = r * (0.5 * dvar_of(i) + 4 * u);
+      c.scale[i] = u * sqd * r;
+    }
+  } else if (bwd && output == Role::dx) {
+    c.tier1_reason = "GroupNorm backward involves r^3/M: not exact in general";
+    const double g6 = gamma(6, u), g2 = gamma(2, u);
+    const double gs1 = gamma(Dd + 2, u), gs2 = gamma(Dd + 1, u);
+    std::vector<double> sum1(N * G, 0), sum2(N * G, 0), s1a(N * G, 0), s2a(N * G, 0);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t ch = i % C, b = i / (S * C), ng = b * G + ch / Cg;
+      const double gd = get_or(in.gamma, ch, 1.0) * in.dy->get(i);
+      const double x = in.x->get(i);
+      sum1[ng] += gd * x;
+      sum2[ng] += gd;
+      s1a[ng] += std::fabs(gd * x);
+      s2a[ng] += std::fabs(gd);
+    }
+    std::vector<double> c2(N * G), c3(N * G), dc2(N * G), dc3(N * G);
+    const double Md = static_cast<double>(M);
+    for (std::int64_t ng = 0; ng < N * G; ++ng) {
+      const double mu = in.mean->get(ng), r = in.rstd->get(ng);
+      const double T = sum2[ng] * mu - sum1[ng];
+      c2[ng] = T * r * r * r / Md;
+      c3[ng] = -c2[ng] * mu - sum2[ng] * r / Md;
+      const double ds1 = gs1 * s1a[ng], ds2 = gs2 * s2a[ng];
+      const double dT = std::fabs(mu) * ds2 + ds1 + g2 * (std::fabs(sum2[ng] * mu) + std::fabs(sum1[ng]));
+      dc2[ng] = (dT + g6 * (std::fabs(T) + dT)) * r * r * r / Md;
+      dc3[ng] = dc2[ng] * std::fabs(mu) + ds2 * r / Md +
+                g6 * (std::fabs(c2[ng] * mu) + std::fabs(sum2[ng]) * r / Md);
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t ch = i % C, b = i / (S * C), ng = b * G + ch / Cg;
+      const double r = in.rstd->get(ng), x = std::fabs(in.x->get(i));
+      const double gd = std::fabs(get_or(in.gamma, ch, 1.0) * in.dy->get(i));
+      const double ac2 = std::fabs(c2[ng]) + dc2[ng], ac3 = std::fabs(c3[ng]) + dc3[ng];
+      const double e = dc2[ng] * x + dc3[ng] + g6 * (r * gd + ac2 * x + ac3);
+      c.bound2[i] = e * (1 + 8 * u) + u_out * std::fabs(reference.get(i));
+      c.scale[i] = u * sqd * (r * gd + ac2 * x + ac3);
+    }
+  } else if (bwd && (output == Role::dgamma || output == Role::dbeta)) {
+    c.tier1_reason = "GroupNorm parameter gradients are not exact in general";
+    std::vector<double> a(C, 0.0);
+    for (std::int64_t b = 0; b < N; ++b)
+      for (std::int64_t s = 0; s < S; ++s)
+        for (std::int64_t ch = 0; ch < C; ++ch) {
+          const std::int64_t i = (b * S + s) * C + ch, ng = b * G + ch / Cg;
+          const double dy = std::fabs(in.dy->get(i));
+          a[ch] += output == Role::dbeta
+                       ? dy
+                       : in.rstd->get(ng) * dy * (std::fabs(in.x->get(i)) + std::fabs(in.mean->get(ng)));
+        }
+    const double rel = gamma(Dd + (output == Role::dgamma ? 4 : 0), u);
+    for (std::int64_t ch = 0; ch < n; ++ch) {
+      c.bound2[ch] = rel * a[ch] * (1 + 4 * u) + u_out * std::fabs(reference.get(ch));
+      c.scale[ch] = u * sqd * a[ch];
+    }
+  } else {
+    throw std::invalid_argument("compare_groupnorm: " + std::string(name(output)) + " is not an output of " +
+                                op_dir_name(Problem{p}));
+  }
+  if (c.exact_ok.empty() && c.tier1_reason.empty()) c.tier1_reason = "not applicable";
+  return decide(c, reference, candidate, opt);
+}
+
+}  // namespace kgate::oracle

@@ -1,0 +1,337 @@
+// Every check of the oracle has a test that makes it fail (STYLE.md), and the
+// simulation pieces the self-tests rely on are themselves checked.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "oracles/bounds.hpp"
+#include "oracles/oracle.hpp"
+#include "oracles/sim/sim.hpp"
+
+namespace kgate::oracle {
+namespace {
+
+using sim::ConvCase;
+using sim::Order;
+using sim::Strategy;
+
+ConvProblem small_fwd(DType t) {
+  ConvProblem p;
+  p.cin = 4;
+  p.cout = 6;
+  p.in = {3, 4, 5};
+  p.kernel = {3, 3, 3};
+  p.pad_front = p.pad_back = {1, 1, 1};
+  p.src = p.dst = t;
+  return p;
+}
+
+Fill signed_fill(std::uint64_t seed) {
+  Fill f;
+  f.kind = FillKind::signed_;
+  f.seed = seed;
+  return f;
+}
+
+Report run(const ConvCase& c, const Tensor& y, const ReductionPlan& plan) {
+  return compare_conv(c.p, c.out, c.ref, c.abs, y, plan, c.fill);
+}
+
+// Direct use of the core with hand-made bounds: 4 elements, bound 1 each.
+ElementwiseCheck core(DType dst = DType::fp32) {
+  ElementwiseCheck c;
+  c.what = "test";
+  c.dst = dst;
+  c.dims = {4};
+  c.depth = 1;
+  c.bound2.assign(4, 1.0);
+  c.scale.assign(4, 1.0);
+  return c;
+}
+Tensor tensor(DType t, std::initializer_list<double> v) {
+  Tensor x(t, {static_cast<std::int64_t>(v.size())});
+  std::int64_t i = 0;
+  for (double e : v) x.set(i++, e);
+  return x;
+}
+
+TEST(OracleChecks, Tier1PassesCorrectLatticeAndFailsOneUlp) {
+  const ConvProblem p = small_fwd(DType::bf16);
+  const ConvCase c = sim::make_conv_case(p, lattice_fill(Problem{p}, 3));
+  const ReductionPlan plan = sim::plan_of({Order::reversed}, c.kmax, p.src);
+  Tensor y = sim::run_conv(c, {Order::reversed});
+  Report r = run(c, y, plan);
+  ASSERT_EQ(r.tier1.state, State::passed) << to_table(r);
+  EXPECT_EQ(r.tier1.checked, y.numel());
+  EXPECT_EQ(r.state, State::passed);
+  // One element one bf16 ulp off: tier 1 fails, with its coordinates.
+  const std::int64_t i = 37;
+  const double v = y.get(i);
+  y.set(i, v == 0 ? 1.0 : v * (1 + std::ldexp(1.0, -7)));
+  r = run(c, y, plan);
+  EXPECT_EQ(r.tier1.state, State::failed);
+  EXPECT_EQ(r.tier1.violations, 1);
+  EXPECT_EQ(r.state, State::failed);
+  ASSERT_FALSE(r.tier1.worst.empty());
+  EXPECT_EQ(r.tier1.worst[0].index, i);
+  EXPECT_EQ(r.tier1.worst[0].coord, unravel(i, y.dims()));
+}
+
+TEST(OracleChecks, Tier1ExcludesElementsBeyondTheExactRange) {
+  const ConvProblem p = small_fwd(DType::bf16);
+  ConvCase c = sim::make_conv_case(p, lattice_fill(Problem{p}, 4));
+  c.abs.set(5, 1e6);  // A_5 > 2^8: exactness not guaranteed, not guessed
+  const Tensor y = sim::run_conv(c, {Order::sequential});
+  const Report r = run(c, y, sim::plan_of({Order::sequential}, c.kmax, p.src));
+  EXPECT_EQ(r.tier1.excluded, 1);
+  EXPECT_EQ(r.tier1.checked, y.numel() - 1);
+}
+
+TEST(OracleChecks, Tier1NotApplicableToRandomFills) {
+  const ConvProblem p = small_fwd(DType::fp32);
+  const ConvCase c = sim::make_conv_case(p, signed_fill(5));
+  const Report r = run(c, sim::run_conv(c, {Order::pairwise}), sim::plan_of({Order::pairwise}, c.kmax, p.src));
+  EXPECT_EQ(r.tier1.state, State::not_applicable);
+  EXPECT_NE(r.tier1.reason.find("lattice"), std::string::npos);
+  EXPECT_EQ(r.state, State::passed) << to_table(r);
+}
+
+TEST(OracleChecks, Tier2FailsJustAboveTheBoundAndPassesJustBelow) {
+  ElementwiseCheck c = core();
+  const Tensor ref = tensor(DType::fp64, {1, 2, 3, 4});
+  Report r = decide(c, ref, tensor(DType::fp32, {1, 2, 3, 4.99}));
+  EXPECT_EQ(r.tier2.state, State::passed);
+  EXPECT_NEAR(r.tier2.max_margin, 0.99, 1e-6);
+  r = decide(c, ref, tensor(DType::fp32, {1, 2, 3, 5.01}));
+  EXPECT_EQ(r.tier2.state, State::failed);
+  EXPECT_EQ(r.state, State::failed);
+  EXPECT_EQ(r.tier2.worst[0].index, 3);
+}
+
+TEST(OracleChecks, Tier3FailsInsideTheTier2Bound) {
+  ElementwiseCheck c = core();
+  c.bound3.assign(4, 0.1);
+  const Report r = decide(c, tensor(DType::fp64, {1, 2, 3, 4}), tensor(DType::fp32, {1, 2, 3, 4.5}));
+  EXPECT_EQ(r.tier2.state, State::passed);
+  EXPECT_EQ(r.tier3.state, State::failed);
+  EXPECT_EQ(r.state, State::failed);
+}
+
+TEST(OracleChecks, Tier3NotApplicableToTruncatingMfma) {
+  const ConvProblem p = small_fwd(DType::bf16);
+  const ConvCase c = sim::make_conv_case(p, signed_fill(6));
+  const Report r = run(c, sim::run_conv(c, {Order::mfma}), sim::plan_of({Order::mfma}, c.kmax, p.src));
+  EXPECT_EQ(r.tier3.state, State::not_applicable);
+  EXPECT_NE(r.tier3.reason.find("truncat"), std::string::npos);
+  EXPECT_EQ(r.state, State::passed) << to_table(r);
+}
+
+TEST(OracleChecks, NanAndInfDisagreementFails) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = INFINITY;
+  ElementwiseCheck c = core();
+  // Both NaN, both +Inf: agreement.
+  Report r = decide(c, tensor(DType::fp64, {nan, inf, 3, 4}), tensor(DType::fp32, {nan, inf, 3, 4}));
+  EXPECT_EQ(r.specials.state, State::passed);
+  EXPECT_EQ(r.state, State::passed) << to_table(r);
+  // NaN in the candidate only.
+  r = decide(c, tensor(DType::fp64, {1, 2, 3, 4}), tensor(DType::fp32, {1, nan, 3, 4}));
+  EXPECT_EQ(r.specials.state, State::failed);
+  EXPECT_EQ(r.specials.nan_mismatch, 1);
+  EXPECT_EQ(r.specials.first_index, 1);
+  EXPECT_EQ(r.tier2.state, State::failed);
+  // NaN in the reference only.
+  r = decide(c, tensor(DType::fp64, {nan, 2, 3, 4}), tensor(DType::fp32, {1, 2, 3, 4}));
+  EXPECT_EQ(r.specials.nan_mismatch, 1);
+  EXPECT_EQ(r.state, State::failed);
+  // Inf of the wrong sign; Inf where the reference is small.
+  r = decide(c, tensor(DType::fp64, {inf, 2, 3, 4}), tensor(DType::fp32, {-inf, 2, 3, 4}));
+  EXPECT_EQ(r.specials.inf_mismatch, 1);
+  r = decide(c, tensor(DType::fp64, {1, 2, 3, 4}), tensor(DType::fp32, {1, 2, inf, 4}));
+  EXPECT_EQ(r.specials.inf_mismatch, 1);
+  EXPECT_EQ(r.state, State::failed);
+  // A finite reference beyond bf16's overflow threshold may come back as Inf.
+  ElementwiseCheck b = core(DType::bf16);
+  r = decide(b, tensor(DType::fp64, {3.4e38, 2, 3, 4}), tensor(DType::bf16, {inf, 2, 3, 4}));
+  EXPECT_EQ(r.specials.state, State::passed) << to_table(r);
+}
+
+TEST(OracleChecks, PoisonLeftInTheOutputFails) {
+  const ConvProblem p = small_fwd(DType::fp16);
+  const ConvCase c = sim::make_conv_case(p, signed_fill(7));
+  Tensor y(DType::fp16, c.ref.dims());
+  sim::poison(y);
+  const Report r = run(c, y, sim::plan_of({Order::sequential}, c.kmax, p.src));
+  EXPECT_EQ(r.specials.nan_mismatch, y.numel());
+  EXPECT_EQ(r.state, State::failed);
+}
+
+TEST(OracleChecks, AllZeroCandidateIsUntrusted) {
+  const ConvProblem p = small_fwd(DType::bf16);
+  const ConvCase c = sim::make_conv_case(p, signed_fill(8));
+  const Tensor zeros(DType::bf16, c.ref.dims());
+  const Report r = run(c, zeros, sim::plan_of({Order::sequential}, c.kmax, p.src));
+  EXPECT_EQ(r.trust.state, State::untrusted);
+  EXPECT_NE(r.state, State::passed);
+}
+
+TEST(OracleChecks, ZeroHeavyReferenceIsUntrustedEvenWhenEqual) {
+  ElementwiseCheck big = core();
+  big.dims = {40};
+  big.bound2.assign(40, 1.0);
+  big.scale.assign(40, 1.0);
+  Tensor ref0(DType::fp64, {40}), cand0(DType::fp32, {40});
+  ref0.set(7, 1.0);
+  cand0.set(7, 1.0);
+  Options o;
+  const Report r = decide(big, ref0, cand0, o);  // 97.5% zeros
+  EXPECT_EQ(r.tier2.state, State::passed);
+  EXPECT_EQ(r.trust.state, State::untrusted);
+  EXPECT_EQ(r.state, State::untrusted);
+  // Candidate with more zeros than the reference, within every bound.
+  const ElementwiseCheck c = core();
+  const Report z = decide(c, tensor(DType::fp64, {0.5, 0.5, 0.5, 1}), tensor(DType::fp32, {0, 0, 0.5, 1}), o);
+  EXPECT_EQ(z.tier2.state, State::passed);
+  EXPECT_EQ(z.state, State::untrusted);
+}
+
+TEST(OracleChecks, ShapeMismatchAndBadInputsThrow) {
+  ElementwiseCheck c = core();
+  EXPECT_THROW(decide(c, tensor(DType::fp64, {1, 2, 3, 4}), tensor(DType::fp32, {1, 2, 3})), std::invalid_argument);
+  EXPECT_THROW(decide(c, tensor(DType::fp32, {1, 2, 3, 4}), tensor(DType::fp32, {1, 2, 3, 4})), std::invalid_argument);
+}
+
+TEST(OracleChecks, TableAndJsonCarryTheEvidence) {
+  const ConvProblem p = small_fwd(DType::bf16);
+  const ConvCase c = sim::make_conv_case(p, signed_fill(9));
+  Tensor y = sim::run_conv(c, {Order::sequential});
+  y.set(3, y.get(3) + 1.0);
+  const Report r = run(c, y, sim::plan_of({Order::sequential}, c.kmax, p.src));
+  const std::string t = to_table(r);
+  EXPECT_NE(t.find("conv3d.fwd y: failed"), std::string::npos) << t;
+  EXPECT_NE(t.find("tier2 rigorous"), std::string::npos);
+  EXPECT_NE(t.find("worst elements"), std::string::npos);
+  const nlohmann::json j = to_json(r);
+  EXPECT_EQ(j["state"], "failed");
+  EXPECT_EQ(j["tier2"]["state"], "failed");
+  EXPECT_EQ(j["tier2"]["worst"][0]["index"], 3);
+  EXPECT_EQ(j["tier2"]["worst"][0]["coord"], nlohmann::json(unravel(3, y.dims())));
+  EXPECT_TRUE(j.contains("stats"));
+  EXPECT_TRUE(j.contains("trust"));
+  EXPECT_TRUE(j.contains("nan_inf"));
+  EXPECT_EQ(j["descriptor"], r.descriptor);
+}
+
+TEST(OracleChecks, StatisticsReportDrift) {
+  // A biased candidate inside the bounds shows a nonzero signed mean.
+  ElementwiseCheck c = core();
+  const Report r = decide(c, tensor(DType::fp64, {1, 2, 3, 4}), tensor(DType::fp32, {1.5, 2.5, 3.5, 4.5}));
+  EXPECT_EQ(r.state, State::passed);
+  EXPECT_DOUBLE_EQ(r.stats.mean_signed_scaled, 0.5);
+  EXPECT_DOUBLE_EQ(r.stats.max_scaled, 0.5);
+  EXPECT_DOUBLE_EQ(r.stats.mean_signed_error, 0.5);
+}
+
+TEST(OracleChecks, GroupNormConstantGroupsAreExactAndDxBoundFails) {
+  GroupNormProblem p;
+  p.n = 2;
+  p.c = 8;
+  p.groups = 2;
+  p.spatial = {2, 3, 4};
+  p.src = DType::bf16;
+  Fill f;
+  f.kind = FillKind::gn_exact;
+  f.mean = 100;
+  f.constant = true;
+  f.seed = 3;
+  sim::GnCase gc = sim::make_gn_case(p, f);
+  sim::GnOutputs o = sim::run_gn(gc, false);
+  GroupNormInputs in{&gc.x, nullptr, &gc.gamma, &gc.beta, &gc.mean, &gc.rstd, &gc.var};
+  const ReductionPlan plan = sim::gn_plan(p.group_size(), false);
+  Report r = compare_groupnorm(p, Role::y, gc.y_ref, o.y, in, plan, f);
+  EXPECT_EQ(r.tier1.state, State::passed) << to_table(r);
+  o.y.set(0, o.y.get(0) + 1e-3);
+  r = compare_groupnorm(p, Role::y, gc.y_ref, o.y, in, plan, f);
+  EXPECT_EQ(r.tier1.state, State::failed);
+
+  p.dir = GnDir::bwd;
+  Fill s;
+  s.kind = FillKind::signed_;
+  s.seed = 4;
+  gc = sim::make_gn_case(p, s);
+  o = sim::run_gn(gc, true);
+  GroupNormInputs bi{&gc.x, &gc.dy, &gc.gamma, &gc.beta, &gc.mean_fed, &gc.rstd_fed, nullptr};
+  r = compare_groupnorm(p, Role::dx, gc.y_ref, o.y, bi, sim::gn_plan(p.group_size(), true), s);
+  EXPECT_EQ(r.state, State::passed) << to_table(r);
+  const double b = r.tier2.worst[0].bound;
+  const std::int64_t at = r.tier2.worst[0].index;
+  Tensor bad = o.y.to(DType::fp32);
+  bad.set(at, gc.y_ref.get(at) + 3 * b + 0.02 * std::fabs(gc.y_ref.get(at)));
+  Tensor bad_bf = bad.to(DType::bf16);
+  r = compare_groupnorm(p, Role::dx, gc.y_ref, bad_bf, bi, sim::gn_plan(p.group_size(), true), s);
+  EXPECT_EQ(r.tier2.state, State::failed) << to_table(r);
+  EXPECT_THROW(compare_groupnorm(p, Role::y, gc.y_ref, o.y, bi, plan, s), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace kgate::oracle
+
+namespace kgate::sim {
+
+TEST(SimModel, Cdna3ChunkTruncatesWhereIeeeRounds) {
+  // 1 + 1.5*2^-24: the chunk keeps 24 fractional bits (2^-24, truncated),
+  // then 1 + 2^-24 is a tie that rounds to even: 1. IEEE gives 1 + 2^-23.
+  const double p[8] = {1.0, 1.5 * std::ldexp(1.0, -24), 0, 0, 0, 0, 0, 0};
+  EXPECT_EQ(cdna3_chunk(0.0f, p, 8), 1.0f);
+  EXPECT_EQ(static_cast<float>(p[0] + p[1]), 1.0f + std::ldexp(1.0f, -23));
+  // Integers are exact.
+  const double q[8] = {1, 2, 3, 4, -5, 6, 7, 8};
+  EXPECT_EQ(cdna3_chunk(100.0f, q, 8), 126.0f);
+}
+
+TEST(SimModel, ReferenceDotIsExactForFloats) {
+  const float a[3] = {1e8f, 1.0f, -1e8f}, b[3] = {1.0f, 1.0f, 1.0f};
+  double v, abs;
+  reference_dot(a, b, 3, &v, &abs);
+  EXPECT_EQ(v, 1.0);
+  EXPECT_EQ(abs, 2e8 + 1);
+}
+
+TEST(SimModel, AllConvDirectionsAgreeWithEachOther) {
+  // <dy, conv(x, w)> = <dx(dy, w), x> = <dw(x, dy), w>: the three directions
+  // of the simulated reference are adjoint (the test of the term enumeration).
+  for (ConvOp op : {ConvOp::conv3d, ConvOp::conv_transpose3d}) {
+    ConvProblem p;
+    p.op = op;
+    p.n = 2;
+    p.cin = 4;
+    p.cout = 6;
+    p.groups = 2;
+    p.in = {3, 4, 5};
+    p.kernel = {2, 3, 2};
+    p.stride = {2, 1, 2};
+    p.pad_front = {1, 0, 1};
+    p.pad_back = {0, 1, 1};
+    p.dilation = {1, 2, 1};
+    p.src = p.dst = DType::fp32;
+    Fill f;
+    f.kind = FillKind::signed_;
+    f.seed = 5;
+    ConvProblem fw = p, bd = p, bw = p;
+    bd.dir = ConvDir::bwd_data;
+    bw.dir = ConvDir::bwd_weight;
+    const ConvCase cf = make_conv_case(fw, f), cd = make_conv_case(bd, f), cw = make_conv_case(bw, f);
+    // Same seed: x (role x) and w (role w) and dy (role dy) agree across cases.
+    const Tensor& x = cf.in0;
+    const Tensor& w = cf.in1;
+    const Tensor& dy = cd.in0;
+    double lhs = 0, mid = 0, rhs = 0;
+    for (std::int64_t i = 0; i < dy.numel(); ++i) lhs += dy.get(i) * cf.ref.get(i);
+    for (std::int64_t i = 0; i < x.numel(); ++i) mid += cd.ref.get(i) * x.get(i);
+    for (std::int64_t i = 0; i < w.numel(); ++i) rhs += cw.ref.get(i) * w.get(i);
+    EXPECT_NEAR(lhs, mid, 1e-9 * std::fabs(lhs) + 1e-9) << name(op);
+    EXPECT_NEAR(lhs, rhs, 1e-9 * std::fabs(lhs) + 1e-9) << name(op);
+  }
+}
+
+}  // namespace kgate::sim
