@@ -8,10 +8,10 @@
 namespace kgate::kernels {
 
 nlohmann::json to_json(const Plan& p) {
-  nlohmann::json steps = nlohmann::json::array(), red = nlohmann::json::array();
+  nlohmann::json steps = nlohmann::json::array(), red = nlohmann::json::object();
   for (const auto& s : p.steps)
     steps.push_back({{"kernel", s.kernel}, {"grid", s.grid}, {"block", s.block}, {"lds_bytes", s.lds_bytes}});
-  for (const auto& r : p.reduction) red.push_back({{"what", r.what}, {"combine", r.combine}, {"length", r.length}});
+  for (const auto& [role, r] : p.reduction) red[role] = kgate::to_json(r);
   return {{"op", p.op},       {"variant", p.variant},   {"steps", steps},
           {"params", p.params}, {"reduction", red}, {"workspace_bytes", p.workspace_bytes}};
 }
@@ -24,8 +24,8 @@ Plan plan_from_json(const nlohmann::json& j) {
     p.steps.push_back({s.at("kernel").get<std::string>(), s.at("grid").get<std::array<std::uint32_t, 3>>(),
                        s.at("block").get<std::array<std::uint32_t, 3>>(), s.at("lds_bytes").get<std::uint64_t>()});
   p.params = j.at("params").get<std::map<std::string, std::int64_t>>();
-  for (const auto& r : j.at("reduction"))
-    p.reduction.push_back({r.at("what").get<std::string>(), r.at("combine").get<std::string>(), r.at("length").get<std::int64_t>()});
+  for (auto it = j.at("reduction").begin(); it != j.at("reduction").end(); ++it)
+    p.reduction[it.key()] = reduction_from_json(it.value(), "plan.reduction." + it.key());
   p.workspace_bytes = j.at("workspace_bytes").get<std::uint64_t>();
   return p;
 }
@@ -40,7 +40,7 @@ std::string to_string(const Plan& p) {
     o << "  launch " << s.kernel << " grid " << s.grid[0] << "x" << s.grid[1] << "x" << s.grid[2] << " block "
       << s.block[0] << "x" << s.block[1] << "x" << s.block[2] << (s.lds_bytes ? " lds " + std::to_string(s.lds_bytes) : "")
       << "\n";
-  for (const auto& r : p.reduction) o << "  reduce " << r.combine << " x" << r.length << ": " << r.what << "\n";
+  for (const auto& [role, r] : p.reduction) o << "  reduction " << role << ": " << kgate::to_string(r) << "\n";
   return o.str();
 }
 

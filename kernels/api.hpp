@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reference/problem.hpp"
+#include "reference/reduction.hpp"
 #include "reference/tensor.hpp"
 
 namespace kgate::kernels {
@@ -32,23 +33,16 @@ struct LaunchStep {
   bool operator==(const LaunchStep&) const = default;
 };
 
-// How a kernel reduces: what the oracle needs to bound its rounding error.
-// Every length is the longest chain of roundings one term passes through in
-// that stage, in the order the stages run.
-struct ReductionStage {
-  std::string what;           // e.g. "per-thread Welford over rows"
-  std::string combine;        // "sequential", "pairwise-tree", "welford", "chan-sequential", "chan-tree"
-  std::int64_t length = 0;    // terms combined in this stage (per result)
-  bool operator==(const ReductionStage&) const = default;
-};
-
 // A launch plan: a pure function of the problem (and the kernel version).
 struct Plan {
   std::string op;        // "groupnorm.fwd", ...
   std::string variant;   // kernel family and its parameters in one word
   std::vector<LaunchStep> steps;
   std::map<std::string, std::int64_t> params;  // tile, split and vector sizes
-  std::vector<ReductionStage> reduction;
+  // Per output role: the reduction structure the oracle bounds the error with
+  // (reference/reduction.hpp). Sequential stages of a multi-stage reduction
+  // add up in `length`; the final tree is `splits`.
+  std::map<std::string, ReductionPlan> reduction;
   std::uint64_t workspace_bytes = 0;
   bool operator==(const Plan&) const = default;
 };

@@ -126,10 +126,16 @@ Plan groupnorm_plan(const GroupNormProblem& p) {
     pl.steps = {{"gn_fwd_stats", {cx, n, 1}, {gn::kThreads, 1, 1}, 0},
                 {"gn_fwd_finalize", {gg, n, 1}, {gn::kThreads, 1, 1}, 0},
                 {"gn_fwd_apply", {cx, n, 1}, {gn::kThreads, 1, 1}, 0}};
-    pl.reduction = {{"per work-item Welford over its rows and V channels", "welford", rows_per_item * g.V},
-                    {"slots of a chunk and group", "chan-sequential", g.rows_par * (g.Cg / g.V)},
-                    {"chunk partials per work-item", "chan-sequential", tree_seq},
-                    {"work-items of the finalize workgroup", "chan-tree", gn::kThreads}};
+    // Statistics of one group: a work-item's Welford over its rows and V
+    // channels, then its chunk's slots in sequence, then a work-item's chunk
+    // partials in sequence, then a tree over the finalize workgroup.
+    ReductionPlan stats;
+    stats.length = rows_per_item * g.V + g.rows_par * (g.Cg / g.V) + tree_seq;
+    stats.splits = std::min<std::int64_t>(g.chunks, gn::kThreads);
+    stats.combine = PartialCombine::tree;
+    ReductionPlan y = stats;
+    y.epilogue_ops = 4;  // (x - mean) * rstd * gamma + beta
+    pl.reduction = {{"y", y}, {"mean", stats}, {"rstd", stats}};
     pl.workspace_bytes = static_cast<std::uint64_t>(g.N * g.chunks * g.G * 3 * 4);
   } else {
     const auto cb = static_cast<std::uint32_t>((g.C + gn::kThreads - 1) / gn::kThreads);
@@ -137,12 +143,20 @@ Plan groupnorm_plan(const GroupNormProblem& p) {
                 {"gn_bwd_finalize", {gg, n, 1}, {gn::kThreads, 1, 1}, 0},
                 {"gn_bwd_params", {cb, 1, 1}, {gn::kThreads, 1, 1}, 0},
                 {"gn_bwd_apply", {cx, n, 1}, {gn::kThreads, 1, 1}, 0}};
-    pl.reduction = {{"per work-item sum over its rows", "sequential", rows_per_item},
-                    {"row lanes of a chunk", "sequential", g.rows_par},
-                    {"chunk partials per work-item", "sequential", tree_seq},
-                    {"work-items of the finalize workgroup", "pairwise-tree", gn::kThreads},
-                    {"channels of a group (dx coefficients)", "sequential", g.Cg},
-                    {"batch (dgamma, dbeta)", "sequential", g.N}};
+    // Per channel: a work-item's rows, the chunk's row lanes, a work-item's
+    // chunk partials (all sequential), then a tree over the finalize
+    // workgroup; dx's coefficients add the group's channels in sequence,
+    // dgamma and dbeta the batch.
+    ReductionPlan channel;
+    channel.length = rows_per_item + g.rows_par + tree_seq;
+    channel.splits = std::min<std::int64_t>(g.chunks, gn::kThreads);
+    channel.combine = PartialCombine::tree;
+    ReductionPlan dx = channel, params = channel;
+    dx.length += g.Cg;
+    dx.epilogue_ops = 5;
+    params.length += g.N;
+    params.epilogue_ops = 1;
+    pl.reduction = {{"dx", dx}, {"dgamma", params}, {"dbeta", params}};
     pl.workspace_bytes = static_cast<std::uint64_t>((g.N * g.chunks * g.C * 2 + g.N * g.C * 2 + g.N * g.G * 2) * 4);
   }
   return pl;
