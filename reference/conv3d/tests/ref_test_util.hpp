@@ -17,6 +17,13 @@ namespace kgate::ref::testing {
 // Moves one output out of a result map.
 inline Tensor take(Outputs&& o, Role r) { return std::move(o.at(r)); }
 
+// A deep copy of a result map.
+inline Outputs clone(const Outputs& o) {
+  Outputs r;
+  for (const auto& [role, t] : o) r.emplace(role, t.to(t.dtype()));
+  return r;
+}
+
 // Every generated (non-derived) input of p, filled by f.
 inline Outputs make_inputs(const Problem& p, const Fill& f) {
   Outputs in;
