@@ -29,7 +29,7 @@ constexpr const char* backend_name(Backend b) {
 // Grid and block extents, and work-item / workgroup indices.
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
-  KGATE_HD constexpr dim3() = default;
+  constexpr dim3() = default;
   KGATE_HD constexpr dim3(unsigned x_, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
   KGATE_HD constexpr std::uint64_t count() const {
     return static_cast<std::uint64_t>(x) * y * z;

@@ -1,0 +1,123 @@
+// The conformance kernel set: small kernels that exercise the runtime's
+// barriers, LDS, wave shuffles and matrix-core path, written once for every
+// backend. Each is deterministic by construction and independent of the wave
+// size (shuffles use segments of 32 lanes), so its output is bit-identical on
+// the host emulator (wave64), gfx942 (wave64) and CUDA (wave32).
+#pragma once
+
+#include "kernels/runtime/runtime.hpp"
+
+namespace kgate::conformance {
+
+namespace rt = kgate::rt;
+
+inline constexpr unsigned kReduceBlock = 256;
+inline constexpr unsigned kReducePerItem = 4;
+
+// Block reduction with barriers: workgroup b sums x[b*1024, b*1024+1024).
+// Each work-item adds its 4 elements (stride 256) in order, then an LDS tree
+// halves the active range with a barrier per level.
+KGATE_KERNEL_BOUNDS(block_reduce, 256, const float* x, float* out, int n) {
+  KGATE_LDS(s, float, kReduceBlock);
+  const unsigned t = rt::thread_idx().x;
+  const long long base = static_cast<long long>(rt::block_idx().x) * kReduceBlock * kReducePerItem;
+  float v = 0.0f;
+  for (unsigned i = 0; i < kReducePerItem; ++i) {
+    const long long idx = base + t + static_cast<long long>(kReduceBlock) * i;
+    if (idx < n) v += x[idx];
+  }
+  s[t] = v;
+  rt::barrier();
+  for (unsigned stride = kReduceBlock / 2; stride > 0; stride /= 2) {
+    if (t < stride) {
+      const float a = s[t];
+      const float c = s[t + stride];
+      s[t] = a + c;
+    }
+    rt::barrier();
+  }
+  if (t == 0) out[rt::block_idx().x] = s[0];
+}
+
+// Wave reduction with shuffles: every 32 consecutive elements are summed by a
+// xor butterfly inside a 32-lane segment; lane 0 of the segment writes.
+KGATE_KERNEL(wave_reduce, const float* x, float* out, int n) {
+  const long long i = static_cast<long long>(rt::block_idx().x) * rt::block_dim().x + rt::thread_idx().x;
+  float v = i < n ? x[i] : 0.0f;
+  for (int m = 16; m >= 1; m /= 2) v += rt::shfl_xor(v, m, 32);
+  if ((rt::lane_id() & 31) == 0 && i < n) out[i / 32] = v;
+}
+
+// Inclusive prefix sum of integers inside 32-lane segments (shfl_up), and the
+// segment total broadcast from its last lane (shfl).
+KGATE_KERNEL(wave_scan, const int* x, int* out, int* totals, int n) {
+  const long long i = static_cast<long long>(rt::block_idx().x) * rt::block_dim().x + rt::thread_idx().x;
+  const int seg_lane = rt::lane_id() & 31;
+  int v = i < n ? x[i] : 0;
+  for (unsigned d = 1; d < 32; d *= 2) {
+    const int u = rt::shfl_up(v, d, 32);
+    if (seg_lane >= static_cast<int>(d)) v += u;
+  }
+  const int total = rt::shfl(v, 31, 32);
+  if (i < n) out[i] = v;
+  if (seg_lane == 0 && i < n) totals[i / 32] = total;
+}
+
+// Transpose through a padded 32x33 LDS tile; block (32, 8).
+KGATE_KERNEL_BOUNDS(lds_transpose, 256, const float* in, float* out, int rows, int cols) {
+  KGATE_LDS(tile, float, 32 * 33);
+  const unsigned bx = rt::block_idx().x * 32, by = rt::block_idx().y * 32;
+  const unsigned tx = rt::thread_idx().x, ty = rt::thread_idx().y;
+  for (unsigned j = ty; j < 32; j += 8) {
+    const unsigned r = by + j, c = bx + tx;
+    if (r < static_cast<unsigned>(rows) && c < static_cast<unsigned>(cols))
+      tile[j * 33 + tx] = in[static_cast<long long>(r) * cols + c];
+  }
+  rt::barrier();
+  for (unsigned j = ty; j < 32; j += 8) {
+    const unsigned r = bx + j, c = by + tx;  // out is cols x rows
+    if (r < static_cast<unsigned>(cols) && c < static_cast<unsigned>(rows)) {
+      const float v = tile[tx * 33 + j];
+      out[static_cast<long long>(r) * rows + c] = v;
+    }
+  }
+}
+
+// A 32x32 output tile of C = A (M x K, bf16) * B (K x N, bf16) in fp32 per
+// 64-work-item workgroup. With matrix cores: mfma_32x32x8bf16_1k over K in
+// steps of 8; otherwise a plain loop in increasing k. The inputs the
+// conformance set uses (small integers) make every sum exact, so both paths
+// give the same bits.
+template <int K>
+KGATE_KERNEL_BOUNDS(tile_gemm, 64, const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n) {
+  const int i0 = static_cast<int>(rt::block_idx().y) * 32, j0 = static_cast<int>(rt::block_idx().x) * 32;
+  const int t = static_cast<int>(rt::thread_idx().x);
+  if constexpr (rt::has_mfma) {
+    rt::f32x16 acc{};
+    for (int k0 = 0; k0 < K; k0 += 8) {
+      rt::bf16x4 av, bv;
+      for (int e = 0; e < 4; ++e) {
+        const int k = k0 + 4 * (t / 32) + e;  // A[i][k]: lane i + 32*(k/4), element k%4
+        av[e] = static_cast<short>(a[static_cast<long long>(i0 + t % 32) * K + k]);
+        bv[e] = static_cast<short>(b[static_cast<long long>(k) * n + j0 + t % 32]);
+      }
+      acc = rt::mfma_32x32x8bf16_1k(av, bv, acc);
+    }
+    for (int r = 0; r < 16; ++r) {  // D[i][j]: lane j + 32*((i/4)%2), element (i%4) + 4*(i/8)
+      const int i = 8 * (r / 4) + 4 * (t / 32) + r % 4, j = t % 32;
+      c[static_cast<long long>(i0 + i) * n + j0 + j] = acc[r];
+    }
+  } else {
+    const int i = t / 2, jb = (t % 2) * 16;
+    for (int jj = 0; jj < 16; ++jj) {
+      float s = 0.0f;
+      for (int k = 0; k < K; ++k)
+        s += kgate::bf16_bits_to_fp32(a[static_cast<long long>(i0 + i) * K + k]) *
+             kgate::bf16_bits_to_fp32(b[static_cast<long long>(k) * n + j0 + jb + jj]);
+      c[static_cast<long long>(i0 + i) * n + j0 + jb + jj] = s;
+    }
+  }
+  (void)m;
+}
+
+}  // namespace kgate::conformance

@@ -1,0 +1,283 @@
+// CUDA backend (nvcc): the runtime's own mapping onto the CUDA runtime API
+// and intrinsics. Wave = warp = 32 lanes; no MFMA (has_mfma is false and the
+// MFMA operations fail at compile time if a kernel instantiates them).
+// Sections in the order of runtime.hpp.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/runtime/common.hpp"
+
+namespace kgate::rt {
+
+// ===========================================================================
+// 1. Identity
+inline constexpr Backend backend = Backend::cuda;
+inline constexpr bool has_mfma = false;
+inline constexpr int max_wave_size = 32;
+
+// ===========================================================================
+// 2. Kernels
+#define KGATE_KERNEL(name, ...) __global__ void name(__VA_ARGS__)
+#define KGATE_KERNEL_BOUNDS(name, max_threads, ...) __global__ __launch_bounds__(max_threads) void name(__VA_ARGS__)
+#define KGATE_DEVICE __device__ inline
+
+// ===========================================================================
+// 3. Indices
+__device__ inline dim3 thread_idx() { return dim3(threadIdx.x, threadIdx.y, threadIdx.z); }
+__device__ inline dim3 block_idx() { return dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
+__device__ inline dim3 block_dim() { return dim3(blockDim.x, blockDim.y, blockDim.z); }
+__device__ inline dim3 grid_dim() { return dim3(gridDim.x, gridDim.y, gridDim.z); }
+__device__ inline unsigned flat_thread_idx() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+__device__ constexpr int wave_size() { return 32; }
+__device__ inline int lane_id() { return static_cast<int>(flat_thread_idx() % 32u); }
+__device__ inline int wave_id() { return static_cast<int>(flat_thread_idx() / 32u); }
+
+// ===========================================================================
+// 4. Barrier
+__device__ inline void barrier() { __syncthreads(); }
+
+// ===========================================================================
+// 5. LDS (shared memory)
+template <class T>
+class lds_array {
+ public:
+  __device__ explicit lds_array(T* p) : p_(p) {}
+  __device__ T& operator[](std::size_t i) const { return p_[i]; }
+  template <class V>
+  __device__ V load(std::size_t i) const {
+    return *reinterpret_cast<const V*>(p_ + i);
+  }
+  template <class V>
+  __device__ void store(std::size_t i, const V& v) const {
+    *reinterpret_cast<V*>(p_ + i) = v;
+  }
+
+ private:
+  T* p_;
+};
+
+namespace detail {
+template <class T>
+__device__ inline T* dynamic_lds() {
+  extern __shared__ __align__(16) unsigned char kgate_dynamic_lds[];
+  return reinterpret_cast<T*>(kgate_dynamic_lds);
+}
+}  // namespace detail
+
+#define KGATE_LDS(name, T, N)            \
+  __shared__ T kgate_lds_##name[(N)];    \
+  const ::kgate::rt::lds_array<T> name(kgate_lds_##name)
+#define KGATE_LDS_DYNAMIC(name, T) const ::kgate::rt::lds_array<T> name(::kgate::rt::detail::dynamic_lds<T>())
+
+// ===========================================================================
+// 6. Wave operations (over the active lanes of the warp). For power-of-two
+// widths and in-segment sources they agree with the gfx942 rules
+// (common.hpp); an inactive source lane gives an unspecified value on CUDA.
+namespace detail {
+template <class T, class F>
+__device__ inline T wordwise(T v, F f) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 16, "shuffle of a type wider than 16 bytes");
+  constexpr int words = (sizeof(T) + 3) / 4;
+  int w[words] = {};
+  memcpy(w, &v, sizeof(T));
+  for (int i = 0; i < words; ++i) w[i] = f(w[i]);
+  T r;
+  memcpy(&r, w, sizeof(T));
+  return r;
+}
+}  // namespace detail
+
+template <class T>
+__device__ inline T shfl(T v, int src, int width = 32) {
+  const unsigned m = __activemask();
+  return detail::wordwise(v, [&](int w) { return __shfl_sync(m, w, src, width); });
+}
+template <class T>
+__device__ inline T shfl_xor(T v, int mask, int width = 32) {
+  const unsigned m = __activemask();
+  return detail::wordwise(v, [&](int w) { return __shfl_xor_sync(m, w, mask, width); });
+}
+template <class T>
+__device__ inline T shfl_up(T v, unsigned delta, int width = 32) {
+  const unsigned m = __activemask();
+  return detail::wordwise(v, [&](int w) { return __shfl_up_sync(m, w, delta, width); });
+}
+template <class T>
+__device__ inline T shfl_down(T v, unsigned delta, int width = 32) {
+  const unsigned m = __activemask();
+  return detail::wordwise(v, [&](int w) { return __shfl_down_sync(m, w, delta, width); });
+}
+__device__ inline lane_mask ballot(bool pred) { return __ballot_sync(__activemask(), pred); }
+__device__ inline bool wave_any(bool pred) { return __any_sync(__activemask(), pred) != 0; }
+__device__ inline bool wave_all(bool pred) { return __all_sync(__activemask(), pred) != 0; }
+template <class T>
+__device__ inline T readfirstlane(T v) {
+  const unsigned m = __activemask();
+  const int first = __ffs(static_cast<int>(m)) - 1;
+  return detail::wordwise(v, [&](int w) { return __shfl_sync(m, w, first); });
+}
+
+}  // namespace kgate::rt
+
+// ===========================================================================
+// 7. Atomics (shared with HIP)
+#include "kernels/runtime/device_common.hpp"
+
+namespace kgate::rt {
+
+// ===========================================================================
+// 8. Matrix cores: not available. The types exist so that a kernel's
+// `if constexpr (rt::has_mfma)` branch still parses; instantiating an MFMA
+// operation is a compile-time error.
+template <class T, int N>
+struct vec {
+  T v[N];
+  __host__ __device__ T& operator[](int i) { return v[i]; }
+  __host__ __device__ const T& operator[](int i) const { return v[i]; }
+};
+using f32x2 = vec<float, 2>;
+using f32x4 = vec<float, 4>;
+using f32x16 = vec<float, 16>;
+using bf16x4 = vec<short, 4>;
+using f16x4 = vec<short, 4>;
+
+namespace detail {
+template <int>
+inline constexpr bool no_mfma = false;
+}
+
+#define KGATE_CUDA_NO_MFMA(name, A, C)                                                       \
+  template <int cbsz = 0, int abid = 0, int blgp = 0>                                         \
+  __device__ inline C name(const A&, const A&, const C& c) {                                  \
+    static_assert(detail::no_mfma<cbsz>, #name ": MFMA is not available on the CUDA backend; " \
+                                         "guard it with if constexpr (kgate::rt::has_mfma)"); \
+    return c;                                                                                 \
+  }
+KGATE_CUDA_NO_MFMA(mfma_32x32x8bf16_1k, bf16x4, f32x16)
+KGATE_CUDA_NO_MFMA(mfma_16x16x16bf16_1k, bf16x4, f32x4)
+KGATE_CUDA_NO_MFMA(mfma_32x32x8f16, f16x4, f32x16)
+KGATE_CUDA_NO_MFMA(mfma_16x16x16f16, f16x4, f32x4)
+KGATE_CUDA_NO_MFMA(mfma_32x32x2f32, float, f32x16)
+KGATE_CUDA_NO_MFMA(mfma_16x16x4f32, float, f32x4)
+KGATE_CUDA_NO_MFMA(mfma_32x32x4xf32, f32x2, f32x16)
+KGATE_CUDA_NO_MFMA(mfma_16x16x8xf32, f32x2, f32x4)
+#undef KGATE_CUDA_NO_MFMA
+
+// ===========================================================================
+// 9. Memory
+namespace detail {
+inline void check(cudaError_t e, const std::string& call) {
+  if (e != cudaSuccess) throw Error(call + " failed: " + cudaGetErrorString(e));
+}
+}  // namespace detail
+
+class Stream;
+void copy_h2d(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr);
+
+inline void* device_malloc(std::size_t bytes) {
+  void* p = nullptr;
+  detail::check(cudaMalloc(&p, bytes), "cudaMalloc(" + std::to_string(bytes) + ")");
+  const unsigned long long n = bytes / 2;
+  if (n) {
+    detail::poison_fill<0><<<static_cast<unsigned>((n + 255) / 256), 256>>>(static_cast<unsigned short*>(p), n);
+    detail::check(cudaGetLastError(), "device_malloc: poison fill");
+  }
+  return p;
+}
+inline void device_free(void* p) { detail::check(cudaFree(p), "cudaFree"); }
+
+// ===========================================================================
+// 10. Streams and events
+class Stream {
+ public:
+  Stream() { detail::check(cudaStreamCreate(&s_), "cudaStreamCreate"); }
+  ~Stream() { (void)cudaStreamDestroy(s_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  void synchronize() { detail::check(cudaStreamSynchronize(s_), "cudaStreamSynchronize"); }
+  cudaStream_t native() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+namespace detail {
+inline cudaStream_t native(Stream* s) { return s ? s->native() : nullptr; }
+}  // namespace detail
+
+class Event {
+ public:
+  Event() { detail::check(cudaEventCreate(&e_), "cudaEventCreate"); }
+  ~Event() { (void)cudaEventDestroy(e_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(Stream* s = nullptr) { detail::check(cudaEventRecord(e_, detail::native(s)), "cudaEventRecord"); }
+  void synchronize() const { detail::check(cudaEventSynchronize(e_), "cudaEventSynchronize"); }
+  friend float elapsed_ms(const Event& start, const Event& stop) {
+    float ms = 0.0f;
+    detail::check(cudaEventElapsedTime(&ms, start.e_, stop.e_), "cudaEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+inline void device_synchronize() { detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+// Copies and fills (section 9) on a stream: asynchronous on a stream,
+// synchronous on the default one.
+inline void copy_h2d(void* dst, const void* src, std::size_t bytes, Stream* s) {
+  if (s)
+    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s->native()), "cudaMemcpyAsync(h2d)");
+  else
+    detail::check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(h2d)");
+}
+inline void copy_d2h(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr) {
+  if (s)
+    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s->native()), "cudaMemcpyAsync(d2h)");
+  else
+    detail::check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy(d2h)");
+}
+inline void copy_d2d(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr) {
+  if (s)
+    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s->native()), "cudaMemcpyAsync(d2d)");
+  else
+    detail::check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy(d2d)");
+}
+inline void device_memset(void* dst, int byte, std::size_t bytes, Stream* s = nullptr) {
+  if (s)
+    detail::check(cudaMemsetAsync(dst, byte, bytes, s->native()), "cudaMemsetAsync");
+  else
+    detail::check(cudaMemset(dst, byte, bytes), "cudaMemset");
+}
+
+// ===========================================================================
+// 11. Launch
+using LaunchConfig = BasicLaunchConfig<Stream>;
+
+template <class... P, class... A>
+void launch(const char* name, void (*kernel)(P...), const LaunchConfig& cfg, A&&... args) {
+  static_assert(sizeof...(P) == sizeof...(A), "kernel argument count mismatch");
+  detail::check_launch(name, cfg.grid, cfg.block, cfg.lds_bytes);
+  if (cfg.lds_bytes > 48 * 1024)  // above 48 KiB CUDA needs an opt-in per kernel
+    detail::check(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(cfg.lds_bytes)),
+                  std::string("cudaFuncSetAttribute for kernel '") + name + "'");
+  const ::dim3 g(cfg.grid.x, cfg.grid.y, cfg.grid.z), b(cfg.block.x, cfg.block.y, cfg.block.z);
+  kernel<<<g, b, cfg.lds_bytes, detail::native(cfg.stream)>>>(static_cast<P>(std::forward<A>(args))...);
+  detail::check(cudaGetLastError(), std::string("launch of kernel '") + name + "'");
+}
+
+#define KGATE_LAUNCH(kernel, cfg, ...) ::kgate::rt::launch(#kernel, kernel, cfg __VA_OPT__(, ) __VA_ARGS__)
+
+}  // namespace kgate::rt

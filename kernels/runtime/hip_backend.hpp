@@ -1,0 +1,290 @@
+// HIP backend for gfx942 (clang -x hip --offload-arch=gfx942, HIP headers).
+// Wave64, MFMA through the amdgcn builtins, shuffles on ds_bpermute with the
+// lane rules of common.hpp. Sections in the order of runtime.hpp.
+#pragma once
+
+#include <hip/hip_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/runtime/common.hpp"
+
+namespace kgate::rt {
+
+// ===========================================================================
+// 1. Identity
+inline constexpr Backend backend = Backend::hip;
+inline constexpr bool has_mfma = true;
+inline constexpr int max_wave_size = 64;
+
+// ===========================================================================
+// 2. Kernels
+#define KGATE_KERNEL(name, ...) __global__ void name(__VA_ARGS__)
+#define KGATE_KERNEL_BOUNDS(name, max_threads, ...) __global__ __launch_bounds__(max_threads) void name(__VA_ARGS__)
+#define KGATE_DEVICE __device__ inline
+
+// ===========================================================================
+// 3. Indices
+__device__ inline dim3 thread_idx() { return dim3(threadIdx.x, threadIdx.y, threadIdx.z); }
+__device__ inline dim3 block_idx() { return dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
+__device__ inline dim3 block_dim() { return dim3(blockDim.x, blockDim.y, blockDim.z); }
+__device__ inline dim3 grid_dim() { return dim3(gridDim.x, gridDim.y, gridDim.z); }
+__device__ inline unsigned flat_thread_idx() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+__device__ constexpr int wave_size() { return 64; }
+__device__ inline int lane_id() { return static_cast<int>(__lane_id()); }
+__device__ inline int wave_id() { return static_cast<int>(flat_thread_idx() / 64u); }
+
+// ===========================================================================
+// 4. Barrier
+__device__ inline void barrier() { __syncthreads(); }
+
+// ===========================================================================
+// 5. LDS
+template <class T>
+class lds_array {
+ public:
+  __device__ explicit lds_array(T* p) : p_(p) {}
+  __device__ T& operator[](std::size_t i) const { return p_[i]; }
+  template <class V>
+  __device__ V load(std::size_t i) const {
+    return *reinterpret_cast<const V*>(p_ + i);
+  }
+  template <class V>
+  __device__ void store(std::size_t i, const V& v) const {
+    *reinterpret_cast<V*>(p_ + i) = v;
+  }
+
+ private:
+  T* p_;
+};
+
+namespace detail {
+template <class T>
+__device__ inline T* dynamic_lds() {
+  extern __shared__ __attribute__((aligned(16))) unsigned char kgate_dynamic_lds[];
+  return reinterpret_cast<T*>(kgate_dynamic_lds);
+}
+}  // namespace detail
+
+#define KGATE_LDS(name, T, N)            \
+  __shared__ T kgate_lds_##name[(N)];    \
+  const ::kgate::rt::lds_array<T> name(kgate_lds_##name)
+#define KGATE_LDS_DYNAMIC(name, T) const ::kgate::rt::lds_array<T> name(::kgate::rt::detail::dynamic_lds<T>())
+
+// ===========================================================================
+// 6. Wave operations (ds_bpermute: an inactive source lane reads 0)
+namespace detail {
+template <class T>
+__device__ inline T bpermute(T v, int index) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 16, "shuffle of a type wider than 16 bytes");
+  constexpr int words = (sizeof(T) + 3) / 4;
+  int w[words] = {};
+  __builtin_memcpy(w, &v, sizeof(T));
+  const int addr = bpermute_lane(index, 64) << 2;
+  for (int i = 0; i < words; ++i) w[i] = __builtin_amdgcn_ds_bpermute(addr, w[i]);
+  T r;
+  __builtin_memcpy(&r, w, sizeof(T));
+  return r;
+}
+}  // namespace detail
+
+template <class T>
+__device__ inline T shfl(T v, int src, int width = 64) {
+  return detail::bpermute(v, lane_shfl(lane_id(), src, width));
+}
+template <class T>
+__device__ inline T shfl_xor(T v, int mask, int width = 64) {
+  return detail::bpermute(v, lane_shfl_xor(lane_id(), mask, width));
+}
+template <class T>
+__device__ inline T shfl_up(T v, unsigned delta, int width = 64) {
+  return detail::bpermute(v, lane_shfl_up(lane_id(), delta, width));
+}
+template <class T>
+__device__ inline T shfl_down(T v, unsigned delta, int width = 64) {
+  return detail::bpermute(v, lane_shfl_down(lane_id(), delta, width));
+}
+__device__ inline lane_mask ballot(bool pred) { return __ballot(pred); }
+__device__ inline bool wave_any(bool pred) { return __ballot(pred) != 0; }
+__device__ inline bool wave_all(bool pred) { return __ballot(pred) == __ballot(true); }
+template <class T>
+__device__ inline T readfirstlane(T v) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 16, "readfirstlane of a type wider than 16 bytes");
+  constexpr int words = (sizeof(T) + 3) / 4;
+  int w[words] = {};
+  __builtin_memcpy(w, &v, sizeof(T));
+  for (int i = 0; i < words; ++i) w[i] = __builtin_amdgcn_readfirstlane(w[i]);
+  T r;
+  __builtin_memcpy(&r, w, sizeof(T));
+  return r;
+}
+
+}  // namespace kgate::rt
+
+// ===========================================================================
+// 7. Atomics (shared with CUDA)
+#include "kernels/runtime/device_common.hpp"
+
+namespace kgate::rt {
+
+// ===========================================================================
+// 8. Matrix cores (MFMA): the gfx942 builtins. Element i of every vector is
+// v[i]; the 16-bit operands hold bf16 / fp16 bit patterns.
+using f32x2 = float __attribute__((ext_vector_type(2)));
+using f32x4 = float __attribute__((ext_vector_type(4)));
+using f32x16 = float __attribute__((ext_vector_type(16)));
+using bf16x4 = short __attribute__((ext_vector_type(4)));
+using f16x4 = short __attribute__((ext_vector_type(4)));
+
+namespace detail {
+using half4 = _Float16 __attribute__((ext_vector_type(4)));
+}
+
+template <int cbsz = 0, int abid = 0, int blgp = 0>
+__device__ inline f32x16 mfma_32x32x8bf16_1k(const bf16x4& a, const bf16x4& b, const f32x16& c) {
+  return __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(a, b, c, cbsz, abid, blgp);
+}
+template <int cbsz = 0, int abid = 0, int blgp = 0>
+__device__ inline f32x4 mfma_16x16x16bf16_1k(const bf16x4& a, const bf16x4& b, const f32x4& c) {
+  return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, cbsz, abid, blgp);
+}
+template <int cbsz = 0, int abid = 0, int blgp = 0>
+__device__ inline f32x16 mfma_32x32x8f16(const f16x4& a, const f16x4& b, const f32x16& c) {
+  return __builtin_amdgcn_mfma_f32_32x32x8f16(__builtin_bit_cast(detail::half4, a),
+                                              __builtin_bit_cast(detail::half4, b), c, cbsz, abid, blgp);
+}
+template <int cbsz = 0, int abid = 0, int blgp = 0>
+__device__ inline f32x4 mfma_16x16x16f16(const f16x4& a, const f16x4& b, const f32x4& c) {
+  return __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(detail::half4, a),
+                                               __builtin_bit_cast(detail::half4, b), c, cbsz, abid, blgp);
+}
+template <int cbsz = 0, int abid = 0, int blgp = 0>
+__device__ inline f32x16 mfma_32x32x2f32(float a, float b, const f32x16& c) {
+  return __builtin_amdgcn_mfma_f32_32x32x2f32(a, b, c, cbsz, abid, blgp);
+}
+template <int cbsz = 0, int abid = 0, int blgp = 0>
+__device__ inline f32x4 mfma_16x16x4f32(float a, float b, const f32x4& c) {
+  return __builtin_amdgcn_mfma_f32_16x16x4f32(a, b, c, cbsz, abid, blgp);
+}
+template <int cbsz = 0, int abid = 0, int blgp = 0>
+__device__ inline f32x16 mfma_32x32x4xf32(const f32x2& a, const f32x2& b, const f32x16& c) {
+  return __builtin_amdgcn_mfma_f32_32x32x4_xf32(a, b, c, cbsz, abid, blgp);
+}
+template <int cbsz = 0, int abid = 0, int blgp = 0>
+__device__ inline f32x4 mfma_16x16x8xf32(const f32x2& a, const f32x2& b, const f32x4& c) {
+  return __builtin_amdgcn_mfma_f32_16x16x8_xf32(a, b, c, cbsz, abid, blgp);
+}
+
+// ===========================================================================
+// 9. Memory
+namespace detail {
+inline void check(hipError_t e, const std::string& call) {
+  if (e != hipSuccess) throw Error(call + " failed: " + hipGetErrorString(e));
+}
+}  // namespace detail
+
+class Stream;
+void copy_h2d(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr);
+
+inline void* device_malloc(std::size_t bytes) {
+  void* p = nullptr;
+  detail::check(hipMalloc(&p, bytes), "hipMalloc(" + std::to_string(bytes) + ")");
+  const unsigned long long n = bytes / 2;
+  if (n) {
+    hipLaunchKernelGGL(detail::poison_fill<0>, ::dim3(static_cast<unsigned>((n + 255) / 256)), ::dim3(256), 0, 0,
+                       static_cast<unsigned short*>(p), n);
+    detail::check(hipGetLastError(), "device_malloc: poison fill");
+  }
+  return p;
+}
+inline void device_free(void* p) { detail::check(hipFree(p), "hipFree"); }
+
+// ===========================================================================
+// 10. Streams and events
+class Stream {
+ public:
+  Stream() { detail::check(hipStreamCreate(&s_), "hipStreamCreate"); }
+  ~Stream() { (void)hipStreamDestroy(s_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  void synchronize() { detail::check(hipStreamSynchronize(s_), "hipStreamSynchronize"); }
+  hipStream_t native() const { return s_; }
+
+ private:
+  hipStream_t s_ = nullptr;
+};
+
+namespace detail {
+inline hipStream_t native(Stream* s) { return s ? s->native() : nullptr; }
+}  // namespace detail
+
+class Event {
+ public:
+  Event() { detail::check(hipEventCreate(&e_), "hipEventCreate"); }
+  ~Event() { (void)hipEventDestroy(e_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(Stream* s = nullptr) { detail::check(hipEventRecord(e_, detail::native(s)), "hipEventRecord"); }
+  void synchronize() const { detail::check(hipEventSynchronize(e_), "hipEventSynchronize"); }
+  friend float elapsed_ms(const Event& start, const Event& stop) {
+    float ms = 0.0f;
+    detail::check(hipEventElapsedTime(&ms, start.e_, stop.e_), "hipEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  hipEvent_t e_ = nullptr;
+};
+
+inline void device_synchronize() { detail::check(hipDeviceSynchronize(), "hipDeviceSynchronize"); }
+
+// Copies and fills (section 9) on a stream: asynchronous on a stream,
+// synchronous on the default one.
+inline void copy_h2d(void* dst, const void* src, std::size_t bytes, Stream* s) {
+  if (s)
+    detail::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyHostToDevice, s->native()), "hipMemcpyAsync(h2d)");
+  else
+    detail::check(hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice), "hipMemcpy(h2d)");
+}
+inline void copy_d2h(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr) {
+  if (s)
+    detail::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, s->native()), "hipMemcpyAsync(d2h)");
+  else
+    detail::check(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost), "hipMemcpy(d2h)");
+}
+inline void copy_d2d(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr) {
+  if (s)
+    detail::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, s->native()), "hipMemcpyAsync(d2d)");
+  else
+    detail::check(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToDevice), "hipMemcpy(d2d)");
+}
+inline void device_memset(void* dst, int byte, std::size_t bytes, Stream* s = nullptr) {
+  if (s)
+    detail::check(hipMemsetAsync(dst, byte, bytes, s->native()), "hipMemsetAsync");
+  else
+    detail::check(hipMemset(dst, byte, bytes), "hipMemset");
+}
+
+// ===========================================================================
+// 11. Launch
+using LaunchConfig = BasicLaunchConfig<Stream>;
+
+template <class... P, class... A>
+void launch(const char* name, void (*kernel)(P...), const LaunchConfig& cfg, A&&... args) {
+  static_assert(sizeof...(P) == sizeof...(A), "kernel argument count mismatch");
+  detail::check_launch(name, cfg.grid, cfg.block, cfg.lds_bytes);
+  const ::dim3 g(cfg.grid.x, cfg.grid.y, cfg.grid.z), b(cfg.block.x, cfg.block.y, cfg.block.z);
+  hipLaunchKernelGGL(kernel, g, b, static_cast<unsigned>(cfg.lds_bytes), detail::native(cfg.stream),
+                     static_cast<P>(std::forward<A>(args))...);
+  detail::check(hipGetLastError(), std::string("launch of kernel '") + name + "'");
+}
+
+#define KGATE_LAUNCH(kernel, cfg, ...) ::kgate::rt::launch(#kernel, kernel, cfg __VA_OPT__(, ) __VA_ARGS__)
+
+}  // namespace kgate::rt
