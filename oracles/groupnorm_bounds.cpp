@@ -92,7 +92,8 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
     const bool exact = fill.kind == FillKind::gn_exact && fill.constant;
     if (exact) c.exact_ok.assign(n, 1);
     else c.tier1_reason = "GroupNorm y is exact only for constant groups (gn_exact constant=1)";
-    const double g5 = gamma(Dd + 5, u);
+    // 5 rounded steps after the statistics (x - mu, * r, rsqrt, * gamma, + beta), or the plan's epilogue count.
+    const double g5 = gamma(Dd + std::max(5, plan.epilogue_ops + 1), u);
     std::vector<double> dvar(N * G);
     for (std::int64_t ng = 0; ng < N * G; ++ng) dvar[ng] = dvar_of(ng);
     for (std::int64_t i = 0; i < n; ++i) {

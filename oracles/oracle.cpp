@@ -329,7 +329,7 @@ Report compare_conv(const ConvProblem& p, Role output, const Tensor& reference, 
     c.bound2[i] = rel2 * a * (1.0 + c.u_out) + common;
     if (t3) c.bound3[i] = std::min(c.bound2[i], rel3 * a * (1.0 + c.u_out) + common);
     c.scale[i] = c.u_acc * sqrt_d * a;
-    if (t1) c.exact_ok[i] = (a + b) <= exact_limit;
+    if (t1) c.exact_ok[i] = a <= exact_limit;  // A includes |b|
   }
   return decide(c, reference, candidate, opt);
 }

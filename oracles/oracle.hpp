@@ -6,7 +6,8 @@
 //   - `reference` is the operator's result in fp64 (from a reference of
 //     reference/, or any fp64-or-better computation) with the candidate's dims.
 //   - `abs_companion` (conv) is the same operator applied to |inputs| in fp64
-//     (A_i = sum |a_j| |b_j| over the element's terms, bias excluded).
+//     (A_i = sum |a_j| |b_j| over the element's terms, + |bias_c| for a
+//     forward with bias: reference/conv3d's abs_companion).
 //   - `candidate` is the kernel's output in its own dtype (the problem's dst,
 //     or fp32 for GroupNorm statistics), same dims; elements the kernel never
 //     wrote still hold the runtime's poison (a NaN) and are caught.

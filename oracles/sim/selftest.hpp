@@ -34,7 +34,7 @@ struct TightnessRow {
 struct Campaign {
   std::vector<FalseAlarmRow> rows;
   std::vector<TightnessRow> tightness;
-  std::int64_t total_cases = 0, total_elements = 0, total_failures = 0;
+  std::int64_t total_cases = 0, total_elements = 0, total_failures = 0, degenerate_skipped = 0;
   double max_margin1 = 0, max_margin2 = 0, max_margin3 = 0;
 };
 

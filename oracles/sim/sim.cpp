@@ -324,7 +324,10 @@ ConvCase make_conv_case(const ConvProblem& p, const Fill& fill) {
     const std::int64_t s = c.terms.start[i], e = c.terms.start[i + 1];
     double v = 0, a = 0;
     reference_dot(c.terms.a.data() + s, c.terms.b.data() + s, e - s, &v, &a);
-    if (c.bias.numel()) v += c.bias.get(i % cout);
+    if (c.bias.numel()) {
+      v += c.bias.get(i % cout);
+      a += std::fabs(c.bias.get(i % cout));
+    }
     c.ref.set(i, v);
     c.abs.set(i, a);
   }

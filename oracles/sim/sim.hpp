@@ -81,7 +81,7 @@ struct ConvCase {
   Fill fill;
   Role out = Role::y;
   Tensor in0, in1, bias;  // inputs in the order of p.inputs()
-  Tensor ref, abs;        // fp64 reference and absolute companion (bias included in ref, not in abs)
+  Tensor ref, abs;        // fp64 reference and absolute companion (both include the bias, |b| in abs)
   Terms terms;            // the correct terms
   std::int64_t kmax = 1;  // declared reduction length
 };
