@@ -84,17 +84,30 @@ int ref_threads();
 void parallel_for(std::int64_t n, const std::function<void(std::int64_t item, int worker)>& f);
 
 // ---------------------------------------------------------------------------
-// Compensated arithmetic (error-free transformations; need exact fma, which
-// std::fma is, and round-to-nearest).
+// Compensated arithmetic (error-free transformations; round-to-nearest, no
+// contraction: the project compiles with -ffp-contract=off).
 
 inline void two_sum(double a, double b, double& s, double& e) {
   s = a + b;
   const double bb = s - a;
   e = (a - (s - bb)) + (b - bb);
 }
+// a*b = p + e exactly. With hardware FMA (compiled with -mfma) e = fma(a, b,
+// -p); otherwise Dekker's product on Veltkamp's split, since std::fma would
+// be a slow software routine. Exact unless |a| or |b| >= 2^996 or the error
+// underflows (|a*b| < 2^-969), far outside the values kgate references see.
 inline void two_prod(double a, double b, double& p, double& e) {
   p = a * b;
+#if defined(__FMA__)
   e = std::fma(a, b, -p);
+#else
+  constexpr double kSplit = 134217729.0;  // 2^27 + 1
+  double t = kSplit * a;
+  const double ah = t - (t - a), al = a - ah;
+  t = kSplit * b;
+  const double bh = t - (t - b), bl = b - bh;
+  e = (((ah * bh - p) + ah * bl) + al * bh) + al * bl;
+#endif
 }
 
 // Dot2 of Ogita, Rump and Oishi (2005): a sum of products (and plain terms)

@@ -158,7 +158,7 @@ Stats stats_fast(const GroupNormProblem& p, const Tensor& xt) {
       load_run(xt, sh.row(n, g, s), sh.Cg, row.data());
       for (double v : row) {
         const double d = v - mean;
-        sq.add_prod(d, d);
+        sq.add(d * d);  // nonnegative terms: the products' roundings cost u relative in all
       }
     }
     const std::size_t k = static_cast<std::size_t>(item);

@@ -403,6 +403,34 @@ TEST(ConvRef, FastDoesNotDependOnThreadCount) {
   }
 }
 
+// The error-free transformations are exact (checked in MPFR), so Dot2 is.
+TEST(ConvRef, TwoProdAndTwoSumAreExact) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::uniform_int_distribution<int> e(-300, 300);
+  mpfr_t x, y;
+  mpfr_init2(x, 2200);
+  mpfr_init2(y, 2200);
+  for (int i = 0; i < 20000; ++i) {
+    const double a = std::ldexp(u(rng), e(rng)), b = std::ldexp(u(rng), e(rng));
+    double p, err, s, es;
+    two_prod(a, b, p, err);
+    mpfr_set_d(x, a, MPFR_RNDN);
+    mpfr_mul_d(x, x, b, MPFR_RNDN);  // exact at 2200 bits
+    mpfr_set_d(y, p, MPFR_RNDN);
+    mpfr_add_d(y, y, err, MPFR_RNDN);
+    ASSERT_EQ(mpfr_cmp(x, y), 0) << a << " * " << b;
+    two_sum(a, b, s, es);
+    mpfr_set_d(x, a, MPFR_RNDN);
+    mpfr_add_d(x, x, b, MPFR_RNDN);
+    mpfr_set_d(y, s, MPFR_RNDN);
+    mpfr_add_d(y, y, es, MPFR_RNDN);
+    ASSERT_EQ(mpfr_cmp(x, y), 0) << a << " + " << b;
+  }
+  mpfr_clear(x);
+  mpfr_clear(y);
+}
+
 TEST(ConvRef, BadInputsAreInputErrors) {
   const ConvProblem p = desc("conv3d.fwd fp32 n1 c4 k4 d4 kd3 p1 bias");
   Outputs in = make_inputs(Problem{p}, parse_fill("signed", 1));
