@@ -291,12 +291,16 @@ Report compare_conv(const ConvProblem& p, Role output, const Tensor& reference, 
   const double floor = underflow_floor(plan, src_for_depth, c.dst);
   const std::int64_t k = std::max<std::int64_t>(1, is_db ? plan.length * plan.splits : p.reduction_length());
   const double rel_ref = reference_relative(k + 2);
-  const bool t3 = plan.model == AccumModel::ieee_rn;
+  const bool t3 = plan.model == AccumModel::ieee_rn && plan.length <= opt.tier3_max_sequential;
+  if (plan.model == AccumModel::ieee_rn && !t3)
+    c.tier3_reason = "sequential length " + std::to_string(plan.length) + " > " +
+                     std::to_string(opt.tier3_max_sequential) +
+                     ": same-sign stagnation makes rounding errors biased (Options::tier3_max_sequential)";
   if (t3) {
     const double roundings =
         std::max({opt.run_roundings, opt.min_run_roundings, static_cast<double>(n) * static_cast<double>(c.depth)});
     c.lambda = hm_lambda(roundings, c.u_acc, opt.p_false);
-  } else {
+  } else if (plan.model == AccumModel::mfma_cdna3) {
     c.tier3_reason = "truncating MFMA accumulation (mfma_cdna3): rounding errors are biased, not independent";
   }
   const double rel3 = t3 ? probabilistic_relative(plan, src_for_depth, c.lambda) : 0.0;

@@ -19,6 +19,16 @@
 // The report's `state` is the gate's verdict: failed if any applicable tier
 // or the NaN/Inf check fails, else untrusted if the trust check says so,
 // else passed.
+//
+// How the gate calls it (conv):
+//   ref::Outputs want = ref::run_reference(problem, inputs, ref::Impl::fast);
+//   ref::Outputs abs  = ref::abs_companion(problem, inputs);
+//   Report r = oracle::compare_conv(conv, Role::y, want.at(Role::y), abs.at(Role::y),
+//                                   candidate_y, plan.reduction.at("y"), fill, bias_or_null);
+//   std::cout << oracle::to_table(r);   // or to_json(r) into the run's report
+//   exit status from r.state (passed / failed / untrusted).
+// GroupNorm: ref::groupnorm_companion(problem, inputs) gives mean, var, rstd
+// (fwd); backward passes the fed mean/rstd; see compare_groupnorm below.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +56,12 @@ struct Options {
   // min_run_roundings and this tensor's numel*D is used.
   double run_roundings = 0.0;
   double min_run_roundings = 1e12;  // lambda ~ 9.2 at p_false 1e-6
+  // Tier 3 is not applied when a slice's sequential length exceeds this:
+  // long same-sign sums stagnate (terms below half an ulp of the running sum
+  // are always rounded down), a bias that grows like D, not sqrt(D); the
+  // drift is visible at L = 2^18 (mean signed e/(u sqrt(D) A) ~ -0.55,
+  // oracle_selftest_report) and would reach lambda near L ~ 2^24.
+  std::int64_t tier3_max_sequential = std::int64_t{1} << 20;
   int worst_count = 5;             // worst elements kept per tier
   double max_ref_zero_fraction = 0.95;  // reference with more zeros proves nothing -> untrusted
   double max_extra_zero_fraction = 0.10;  // candidate zeros above the reference's -> untrusted

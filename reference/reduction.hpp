@@ -163,7 +163,8 @@ inline ReductionPlan reduction_from_json(const nlohmann::json& j, const std::str
   try {
     p.validate();
   } catch (const InputError& e) {
-    throw InputError(where + e.field().substr(std::string("reduction").size()), e.what());
+    const std::string field = where + e.field().substr(std::string("reduction").size());
+    throw InputError(field, std::string(e.what()).substr(e.field().size() + 2));
   }
   return p;
 }

@@ -31,7 +31,13 @@ TEST(ReductionPlan, JsonRoundTripAndErrors) {
   EXPECT_THROW(reduction_from_json(j), InputError);
   j = to_json(p);
   j["length"] = 0;
-  EXPECT_THROW(reduction_from_json(j), InputError);
+  try {
+    reduction_from_json(j, "plan.reduction.dw");
+    ADD_FAILURE() << "no throw";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "plan.reduction.dw.length");
+    EXPECT_EQ(std::string(e.what()), "plan.reduction.dw.length: must be >= 1, got 0");
+  }
   j = to_json(p);
   j["model"] = "fast";
   EXPECT_THROW(reduction_from_json(j), InputError);

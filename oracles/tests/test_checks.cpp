@@ -127,6 +127,17 @@ TEST(OracleChecks, Tier3NotApplicableToTruncatingMfma) {
   EXPECT_EQ(r.state, State::passed) << to_table(r);
 }
 
+TEST(OracleChecks, Tier3NotApplicableBeyondTheSequentialLimit) {
+  const ConvProblem p = small_fwd(DType::bf16);
+  const ConvCase c = sim::make_conv_case(p, signed_fill(6));
+  Options o;
+  o.tier3_max_sequential = 16;  // below this problem's L = 108
+  const Report r = compare_conv(p, c.out, c.ref, c.abs, sim::run_conv(c, {Order::sequential}),
+                                sim::plan_of({Order::sequential}, c.kmax, p.src), c.fill, nullptr, o);
+  EXPECT_EQ(r.tier3.state, State::not_applicable);
+  EXPECT_NE(r.tier3.reason.find("stagnation"), std::string::npos);
+}
+
 TEST(OracleChecks, NanAndInfDisagreementFails) {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = INFINITY;
   ElementwiseCheck c = core();
