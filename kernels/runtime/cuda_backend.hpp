@@ -232,6 +232,8 @@ class Event {
   cudaEvent_t e_ = nullptr;
 };
 
+float elapsed_ms(const Event& start, const Event& stop);
+
 inline void device_synchronize() { detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
 // Copies and fills (section 9) on a stream: asynchronous on a stream,

@@ -36,20 +36,34 @@ using native_atomic_bits_t = std::conditional_t<sizeof(T) == 4, unsigned int, un
     using N = detail::native_atomic_bits_t<T>;                                                    \
     return static_cast<T>(native(reinterpret_cast<N*>(p), static_cast<N>(v)));                    \
   }
-#define KGATE_ATOMIC_ORDERED(fn, native)                                                          \
+// min / max: native for 32-bit and unsigned 64-bit; signed 64-bit (HIP has
+// no native form) is a compare-and-swap loop.
+#define KGATE_ATOMIC_ORDERED(fn, native, better)                                                  \
   template <class T>                                                                              \
   __device__ inline T atomic_##fn(T* p, T v) {                                                    \
     detail::check_atomic_type<T>();                                                               \
-    using N = detail::native_atomic_t<T>;                                                         \
-    return static_cast<T>(native(reinterpret_cast<N*>(p), static_cast<N>(v)));                    \
+    if constexpr (sizeof(T) == 8 && std::is_signed_v<T>) {                                        \
+      auto* a = reinterpret_cast<unsigned long long*>(p);                                         \
+      unsigned long long old = *a, assumed;                                                       \
+      do {                                                                                        \
+        assumed = old;                                                                            \
+        const T cur = static_cast<T>(assumed);                                                    \
+        if (!(v better cur)) break;                                                               \
+        old = atomicCAS(a, assumed, static_cast<unsigned long long>(v));                          \
+      } while (old != assumed);                                                                   \
+      return static_cast<T>(old);                                                                 \
+    } else {                                                                                      \
+      using N = detail::native_atomic_t<T>;                                                       \
+      return static_cast<T>(native(reinterpret_cast<N*>(p), static_cast<N>(v)));                  \
+    }                                                                                             \
   }
 KGATE_ATOMIC_BITS(add, atomicAdd)
 KGATE_ATOMIC_BITS(and, atomicAnd)
 KGATE_ATOMIC_BITS(or, atomicOr)
 KGATE_ATOMIC_BITS(xor, atomicXor)
 KGATE_ATOMIC_BITS(exch, atomicExch)
-KGATE_ATOMIC_ORDERED(min, atomicMin)
-KGATE_ATOMIC_ORDERED(max, atomicMax)
+KGATE_ATOMIC_ORDERED(min, atomicMin, <)
+KGATE_ATOMIC_ORDERED(max, atomicMax, >)
 #undef KGATE_ATOMIC_BITS
 #undef KGATE_ATOMIC_ORDERED
 

@@ -242,6 +242,8 @@ class Event {
   hipEvent_t e_ = nullptr;
 };
 
+float elapsed_ms(const Event& start, const Event& stop);
+
 inline void device_synchronize() { detail::check(hipDeviceSynchronize(), "hipDeviceSynchronize"); }
 
 // Copies and fills (section 9) on a stream: asynchronous on a stream,

@@ -34,6 +34,11 @@
 // function on HIP and CUDA. A missing backend operation fails at compile time.
 #pragma once
 
+#if defined(__HIP__)
+// First, so that <cstring> (through reference/dtype.hpp) sees HIP's device
+// memcpy and std::memcpy is usable in KGATE_HD code on gfx942.
+#include <hip/hip_runtime.h>
+#endif
 #include "kernels/runtime/common.hpp"
 
 #if defined(__HIP__)
