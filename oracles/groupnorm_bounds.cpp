@@ -24,7 +24,10 @@
 // u_out |dx_i| is added for the store. dgamma_c = sum_n r (sum dy x - mu
 // sum dy) is bounded by gamma_{D+4} sum_n r sum |dy| (|x| + |mu|) and
 // dbeta_c = sum dy by gamma_D sum |dy|, D the depth of the per-channel
-// reduction over N*D*H*W.
+// reduction over N*D*H*W. With the fused ReLU, dy is masked by [y_fwd > 0]
+// as the reference does; elements whose y_fwd lies within a forward tolerance
+// of 0 may be masked either way by a correct kernel and add their full |term|
+// to the bounds (relu_mask below).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -38,6 +41,34 @@ namespace kgate::oracle {
 namespace {
 
 double get_or(const Tensor* t, std::int64_t i, double dflt) { return t ? t->get(i) : dflt; }
+
+// Backward with the fused ReLU: dy is masked by [y_fwd > 0], y_fwd recomputed
+// from x and the fed mean, rstd, gamma, beta (reference/groupnorm). A kernel
+// recomputes y_fwd in its own arithmetic, so where |y_fwd| is within the
+// forward tolerance the mask is ambiguous: such elements count with either
+// mask (their |dy| terms are added to the uncertainty of every sum).
+struct ReluMask {
+  std::vector<char> on, ambiguous;
+};
+ReluMask relu_mask(const GroupNormProblem& p, const GroupNormInputs& in, double u) {
+  const std::int64_t n = in.x->numel(), C = p.c, G = p.groups, Cg = C / G;
+  const std::int64_t S = p.spatial[0] * p.spatial[1] * p.spatial[2];
+  ReluMask m;
+  m.on.assign(n, 1);
+  m.ambiguous.assign(n, 0);
+  if (!p.relu) return m;
+  const double g8 = gamma(8, u);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t ch = i % C, ng = (i / (S * C)) * G + ch / Cg;
+    const double mu = in.mean->get(ng), r = in.rstd->get(ng), x = in.x->get(i);
+    const double g = get_or(in.gamma, ch, 1.0), b = get_or(in.beta, ch, 0.0);
+    const double y = g * ((x - mu) * r) + b;
+    const double tol = g8 * (std::fabs(g) * r * (std::fabs(x) + std::fabs(mu)) + std::fabs(b));
+    m.on[i] = y > 0;
+    m.ambiguous[i] = std::fabs(y) <= tol;
+  }
+  return m;
+}
 
 }  // namespace
 
@@ -125,15 +156,23 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
     c.tier1_reason = "GroupNorm backward involves r^3/M: not exact in general";
     const double g6 = gamma(6, u), g2 = gamma(2, u);
     const double gs1 = gamma(Dd + 2, u), gs2 = gamma(Dd + 1, u);
+    const ReluMask mask = relu_mask(p, in, u);
     std::vector<double> sum1(N * G, 0), sum2(N * G, 0), s1a(N * G, 0), s2a(N * G, 0);
+    std::vector<double> amb1(N * G, 0), amb2(N * G, 0);  // ambiguous-mask mass
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t ch = i % C, b = i / (S * C), ng = b * G + ch / Cg;
       const double gd = get_or(in.gamma, ch, 1.0) * in.dy->get(i);
       const double x = in.x->get(i);
-      sum1[ng] += gd * x;
-      sum2[ng] += gd;
+      if (mask.ambiguous[i]) {
+        amb1[ng] += std::fabs(gd * x);
+        amb2[ng] += std::fabs(gd);
+      }
+      if (!mask.on[i] && !mask.ambiguous[i]) continue;
       s1a[ng] += std::fabs(gd * x);
       s2a[ng] += std::fabs(gd);
+      if (!mask.on[i]) continue;
+      sum1[ng] += gd * x;
+      sum2[ng] += gd;
     }
     std::vector<double> c2(N * G), c3(N * G), dc2(N * G), dc3(N * G);
     const double Md = static_cast<double>(M);
@@ -142,7 +181,7 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
       const double T = sum2[ng] * mu - sum1[ng];
       c2[ng] = T * r * r * r / Md;
       c3[ng] = -c2[ng] * mu - sum2[ng] * r / Md;
-      const double ds1 = gs1 * s1a[ng], ds2 = gs2 * s2a[ng];
+      const double ds1 = gs1 * s1a[ng] + amb1[ng], ds2 = gs2 * s2a[ng] + amb2[ng];
       const double dT = std::fabs(mu) * ds2 + ds1 + g2 * (std::fabs(sum2[ng] * mu) + std::fabs(sum1[ng]));
       dc2[ng] = (dT + g6 * (std::fabs(T) + dT)) * r * r * r / Md;
       dc3[ng] = dc2[ng] * std::fabs(mu) + ds2 * r / Md +
@@ -153,25 +192,30 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
       const double r = in.rstd->get(ng), x = std::fabs(in.x->get(i));
       const double gd = std::fabs(get_or(in.gamma, ch, 1.0) * in.dy->get(i));
       const double ac2 = std::fabs(c2[ng]) + dc2[ng], ac3 = std::fabs(c3[ng]) + dc3[ng];
-      const double e = dc2[ng] * x + dc3[ng] + g6 * (r * gd + ac2 * x + ac3);
+      double e = dc2[ng] * x + dc3[ng] + g6 * (r * gd + ac2 * x + ac3);
+      if (mask.ambiguous[i]) e += r * gd;  // its own r*gamma*dy may be in or out
       c.bound2[i] = e * (1 + 8 * u) + u_out * std::fabs(reference.get(i));
       c.scale[i] = u * sqd * (r * gd + ac2 * x + ac3);
     }
   } else if (bwd && (output == Role::dgamma || output == Role::dbeta)) {
     c.tier1_reason = "GroupNorm parameter gradients are not exact in general";
-    std::vector<double> a(C, 0.0);
+    const ReluMask mask = relu_mask(p, in, u);
+    std::vector<double> a(C, 0.0), amb(C, 0.0);
     for (std::int64_t b = 0; b < N; ++b)
       for (std::int64_t s = 0; s < S; ++s)
         for (std::int64_t ch = 0; ch < C; ++ch) {
           const std::int64_t i = (b * S + s) * C + ch, ng = b * G + ch / Cg;
+          if (!mask.on[i] && !mask.ambiguous[i]) continue;
           const double dy = std::fabs(in.dy->get(i));
-          a[ch] += output == Role::dbeta
-                       ? dy
-                       : in.rstd->get(ng) * dy * (std::fabs(in.x->get(i)) + std::fabs(in.mean->get(ng)));
+          const double t = output == Role::dbeta
+                               ? dy
+                               : in.rstd->get(ng) * dy * (std::fabs(in.x->get(i)) + std::fabs(in.mean->get(ng)));
+          a[ch] += t;
+          if (mask.ambiguous[i]) amb[ch] += t;
         }
     const double rel = gamma(Dd + (output == Role::dgamma ? 4 : 0), u);
     for (std::int64_t ch = 0; ch < n; ++ch) {
-      c.bound2[ch] = rel * a[ch] * (1 + 4 * u) + u_out * std::fabs(reference.get(ch));
+      c.bound2[ch] = rel * a[ch] * (1 + 4 * u) + amb[ch] + u_out * std::fabs(reference.get(ch));
       c.scale[ch] = u * sqd * a[ch];
     }
   } else {

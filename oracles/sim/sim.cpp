@@ -454,21 +454,32 @@ GnCase make_gn_case(const GroupNormProblem& p, const Fill& fill) {
     }
     return c;
   }
-  // Backward with the fed statistics (ReLU masking is the caller's: dy as given).
+  // Backward with the fed statistics; with the fused ReLU dy is masked by
+  // [y_fwd > 0], y_fwd from x and the fed statistics (reference/groupnorm).
+  if (p.relu) {
+    Tensor masked(c.dy.dtype(), c.dy.dims());
+    for (std::int64_t i = 0; i < c.x.numel(); ++i) {
+      const std::int64_t ch = i % ix.C, ng = (i / (ix.S * ix.C)) * ix.G + ch / ix.Cg;
+      const double y = gam(ch) * ((c.x.get(i) - c.mean_fed.get(ng)) * c.rstd_fed.get(ng)) + bet(ch);
+      masked.set(i, y > 0 ? c.dy.get(i) : 0.0);
+    }
+    c.dy_masked_ref = std::move(masked);
+  }
+  const Tensor& dyr = p.relu ? c.dy_masked_ref : c.dy;
   for (std::int64_t b = 0; b < ix.N; ++b)
     for (std::int64_t g = 0; g < ix.G; ++g) {
       const std::int64_t ng = b * ix.G + g;
       const double mu = c.mean_fed.get(ng), r = c.rstd_fed.get(ng);
       std::vector<double> t1, t2;
       ix.group(b, g, [&](std::int64_t i) {
-        const double gd = gam(i % ix.C) * c.dy.get(i);
+        const double gd = gam(i % ix.C) * dyr.get(i);
         t1.push_back(gd * c.x.get(i));
         t2.push_back(gd);
       });
       const double s1 = comp_sum(t1), s2 = comp_sum(t2), Md = static_cast<double>(ix.M);
       const double c2 = (s2 * mu - s1) * r * r * r / Md, c3 = -c2 * mu - s2 * r / Md;
       ix.group(b, g, [&](std::int64_t i) {
-        c.y_ref.set(i, r * gam(i % ix.C) * c.dy.get(i) + c2 * c.x.get(i) + c3);
+        c.y_ref.set(i, r * gam(i % ix.C) * dyr.get(i) + c2 * c.x.get(i) + c3);
       });
     }
   c.dgamma_ref = Tensor(DType::fp64, {p.c});
@@ -478,7 +489,7 @@ GnCase make_gn_case(const GroupNormProblem& p, const Fill& fill) {
     for (std::int64_t b = 0; b < ix.N; ++b)
       for (std::int64_t s = 0; s < ix.S; ++s) {
         const std::int64_t i = (b * ix.S + s) * ix.C + ch, ng = b * ix.G + ch / ix.Cg;
-        const double dy = c.dy.get(i);
+        const double dy = dyr.get(i);
         tg.push_back(dy * (c.x.get(i) - c.mean_fed.get(ng)) * c.rstd_fed.get(ng));
         tb.push_back(dy);
       }
@@ -530,13 +541,21 @@ GnOutputs run_gn(const GnCase& c, bool pw, Defect d) {
   }
   o.y = Tensor(p.src, p.x_dims());
   poison(o.y);
+  // The kernel's own mask: y_fwd recomputed in fp32.
+  std::vector<float> dyk(static_cast<std::size_t>(c.x.numel()));
+  for (std::int64_t i = 0; i < c.x.numel(); ++i) {
+    const std::int64_t ch = i % ix.C, ng = (i / (ix.S * ix.C)) * ix.G + ch / ix.Cg;
+    const float yf = gam(ch) * ((static_cast<float>(c.x.get(i)) - static_cast<float>(c.mean_fed.get(ng))) *
+                                static_cast<float>(c.rstd_fed.get(ng))) + bet(ch);
+    dyk[i] = (!p.relu || yf > 0.0f) ? static_cast<float>(c.dy.get(i)) : 0.0f;
+  }
   for (std::int64_t b = 0; b < ix.N; ++b)
     for (std::int64_t g = 0; g < ix.G; ++g) {
       const std::int64_t ng = b * ix.G + g;
       const float mu = static_cast<float>(c.mean_fed.get(ng)), r = static_cast<float>(c.rstd_fed.get(ng));
       std::vector<float> t1, t2;
       ix.group(b, g, [&](std::int64_t i) {
-        const float gd = gam(i % ix.C) * static_cast<float>(c.dy.get(i));
+        const float gd = gam(i % ix.C) * dyk[i];
         t1.push_back(gd * static_cast<float>(c.x.get(i)));
         t2.push_back(gd);
       });
@@ -544,7 +563,7 @@ GnOutputs run_gn(const GnCase& c, bool pw, Defect d) {
       const float c2 = (s2 * mu - s1) * (r * r * r) / Mf;
       const float c3 = -c2 * mu - s2 * r / Mf;
       ix.group(b, g, [&](std::int64_t i) {
-        o.y.set(i, r * gam(i % ix.C) * static_cast<float>(c.dy.get(i)) + c2 * static_cast<float>(c.x.get(i)) + c3);
+        o.y.set(i, r * gam(i % ix.C) * dyk[i] + c2 * static_cast<float>(c.x.get(i)) + c3);
       });
     }
   if (p.affine) {
@@ -555,7 +574,7 @@ GnOutputs run_gn(const GnCase& c, bool pw, Defect d) {
       for (std::int64_t b = 0; b < ix.N; ++b)
         for (std::int64_t s = 0; s < ix.S; ++s) {
           const std::int64_t i = (b * ix.S + s) * ix.C + ch, ng = b * ix.G + ch / ix.Cg;
-          const float dy = static_cast<float>(c.dy.get(i));
+          const float dy = dyk[i];
           tg.push_back(dy * (static_cast<float>(c.x.get(i)) - static_cast<float>(c.mean_fed.get(ng))) *
                        static_cast<float>(c.rstd_fed.get(ng)));
           tb.push_back(dy);

@@ -105,6 +105,7 @@ struct GnCase {
   Tensor mean_fed, rstd_fed;          // bwd: fp32 statistics fed to the kernel (fp64 tensors holding fp32 values)
   Tensor y_ref;                       // fwd: fp64 y;  bwd: fp64 dx
   Tensor dgamma_ref, dbeta_ref;       // bwd
+  Tensor dy_masked_ref;               // bwd with relu: dy * [y_fwd > 0] (fp64 mask)
 };
 GnCase make_gn_case(const GroupNormProblem& p, const Fill& fill);
 struct GnOutputs {

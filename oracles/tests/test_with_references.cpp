@@ -102,8 +102,10 @@ TEST(OracleWithReferences, GroupNormSimulationMatchesTheReferenceAndPasses) {
   f.mean = 10;
   f.sigma = 1;
   f.seed = 5;
-  for (GnDir dir : {GnDir::fwd, GnDir::bwd}) {
+  for (int variant = 0; variant < 4; ++variant) {
+    const GnDir dir = variant % 2 ? GnDir::bwd : GnDir::fwd;
     p.dir = dir;
+    p.relu = variant >= 2;
     const sim::GnCase gc = sim::make_gn_case(p, f);
     ref::Inputs in{{Role::x, std::cref(gc.x)}, {Role::gamma, std::cref(gc.gamma)}, {Role::beta, std::cref(gc.beta)}};
     if (dir == GnDir::bwd) in.emplace(Role::dy, std::cref(gc.dy));
