@@ -346,3 +346,44 @@ TEST(SimModel, AllConvDirectionsAgreeWithEachOther) {
 }
 
 }  // namespace kgate::sim
+
+namespace kgate::oracle {
+namespace {
+
+TEST(OracleChecks, GroupNormStatisticsAndParameterGradientsFailWhenPerturbed) {
+  GroupNormProblem p;
+  p.n = 2;
+  p.c = 8;
+  p.groups = 2;
+  p.spatial = {2, 3, 4};
+  p.src = DType::fp32;
+  Fill f;
+  f.kind = FillKind::signed_;
+  f.seed = 8;
+  const sim::GnCase gc = sim::make_gn_case(p, f);
+  sim::GnOutputs o = sim::run_gn(gc, false);
+  GroupNormInputs in{&gc.x, nullptr, &gc.gamma, &gc.beta, &gc.mean, &gc.rstd, &gc.var};
+  const ReductionPlan plan = sim::gn_plan(p.group_size(), false);
+  for (Role r : {Role::mean, Role::rstd}) {
+    Tensor& t = r == Role::mean ? o.mean : o.rstd;
+    const Tensor& want = r == Role::mean ? gc.mean : gc.rstd;
+    EXPECT_EQ(compare_groupnorm(p, r, want, t, in, plan, f).state, State::passed);
+    t.set(1, t.get(1) * (1 + 1e-4) + 1e-4);
+    EXPECT_EQ(compare_groupnorm(p, r, want, t, in, plan, f).tier2.state, State::failed) << name(r);
+  }
+  p.dir = GnDir::bwd;
+  const sim::GnCase bc = sim::make_gn_case(p, f);
+  sim::GnOutputs b = sim::run_gn(bc, false);
+  GroupNormInputs bi{&bc.x, &bc.dy, &bc.gamma, &bc.beta, &bc.mean_fed, &bc.rstd_fed, nullptr};
+  const ReductionPlan cplan = sim::gn_plan(p.n * 24, false);
+  for (Role r : {Role::dgamma, Role::dbeta}) {
+    Tensor& t = r == Role::dgamma ? b.dgamma : b.dbeta;
+    const Tensor& want = r == Role::dgamma ? bc.dgamma_ref : bc.dbeta_ref;
+    EXPECT_EQ(compare_groupnorm(p, r, want, t, bi, cplan, f).state, State::passed);
+    t.set(2, t.get(2) * (1 + 1e-3) + 1e-3);
+    EXPECT_EQ(compare_groupnorm(p, r, want, t, bi, cplan, f).tier2.state, State::failed) << name(r);
+  }
+}
+
+}  // namespace
+}  // namespace kgate::oracle
