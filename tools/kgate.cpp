@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 
 #include "corpus/corpus_file.hpp"
@@ -13,6 +14,10 @@
 #include "reference/fill.hpp"
 #include "reference/json.hpp"
 #include "reference/npy.hpp"
+#include "kernels/api.hpp"
+#include "oracles/oracle.hpp"
+#include "reference/conv3d/ref.hpp"
+#include "tools/gate.hpp"
 #include "tools/verify.hpp"
 
 namespace fs = std::filesystem;
@@ -53,6 +58,41 @@ int cmd_gen(const std::string& text, const std::string& fill_text, std::uint64_t
     std::cout << file << "  " << name(s.dtype) << " " << dims_string(s.dims) << "  " << digest(t) << "\n";
   }
   write_file_atomic((fs::path(out) / "manifest.json").string(), manifest.dump(2) + "\n");
+  return 0;
+}
+
+// The developer's loop for one problem: verdict per tier, worst elements,
+// the plan, and the command that reproduces it.
+int cmd_check(const std::string& text, const std::string& fill_text, std::uint64_t seed, const std::string& backend,
+              int repeats) {
+  const Problem p = parse_descriptor(text);
+  if (backend != "auto" && backend != kernels::backend_name())
+    throw InputError("--backend", backend + " is not available in this build (it runs the " + kernels::backend_name() +
+                                      " backend)");
+  std::vector<Fill> fills;
+  if (fill_text.empty()) fills = gate::default_fills(p, seed);
+  else fills.push_back(fill_text == "lattice" ? lattice_fill(p, seed) : parse_fill(fill_text, seed));
+  const gate::Result r = gate::evaluate(p, fills, repeats);
+  std::cout << r.descriptor << "  [" << kernels::backend_name() << "]\n";
+  if (!r.plan.empty()) std::cout << r.plan;
+  if (!r.reason.empty()) std::cout << oracle::name(r.state) << ": " << r.reason << "\n";
+  for (const auto& f : r.fills) {
+    std::cout << "\nfill " << fill_string(f.fill) << " seed " << f.fill.seed << ": " << oracle::name(f.state)
+              << (f.detail.empty() ? "" : " (" + f.detail + ")") << "\n";
+    for (const auto& rr : f.roles) std::cout << oracle::to_table(rr.report);
+  }
+  std::cout << "\n" << oracle::name(r.state) << " in " << std::fixed << std::setprecision(2) << r.seconds << " s\n";
+  std::cout << "repro: " << r.repro() << "\n";
+  return gate::is_failure(r.state) ? 1 : 0;
+}
+
+// Runs a reference on .npy inputs (from `kgate gen`).
+int cmd_ref(const std::string& text, const std::string& inputs_dir, const std::string& impl_text, const std::string& out) {
+  const Problem p = parse_descriptor(text);
+  const auto impl = ref::parse_impl(impl_text);
+  if (!impl) throw InputError("--impl", "unknown implementation '" + impl_text + "' (direct, fast, mpfr, dot2)");
+  ref::run_reference_files(p, inputs_dir, *impl, out);
+  std::cout << corpus::read_text((fs::path(out) / "digests.json").string());
   return 0;
 }
 
@@ -111,6 +151,22 @@ int main(int argc, char** argv) {
   make->add_option("--out", corpus_path, "corpus file")->capture_default_str();
   make->add_flag("--check", check, "regenerate in memory and fail if the file differs by one byte");
 
+  std::string backend = "auto", impl = "fast", inputs_dir;
+  int repeats = 1;
+  auto* check_cmd = app.add_subcommand("check", "Run one problem through kernel, reference and oracle");
+  check_cmd->add_option("descriptor", descriptor, "problem descriptor (quote it)")->required();
+  std::string check_fill;
+  check_cmd->add_option("--fill", check_fill, "generator (default: the exact fill, then signed)");
+  check_cmd->add_option("--seed", seed, "generator seed")->capture_default_str();
+  check_cmd->add_option("--backend", backend, "auto | host | hip | cuda")->capture_default_str();
+  check_cmd->add_option("--repeats", repeats, "extra kernel runs that must reproduce the digests")->capture_default_str();
+
+  auto* ref_cmd = app.add_subcommand("ref", "Run a reference on .npy inputs");
+  ref_cmd->add_option("descriptor", descriptor, "problem descriptor (quote it)")->required();
+  ref_cmd->add_option("--inputs", inputs_dir, "folder with <role>.npy inputs")->required();
+  ref_cmd->add_option("--impl", impl, "direct | fast | mpfr | dot2")->capture_default_str();
+  ref_cmd->add_option("--out", out, "output folder")->required();
+
   VerifyOptions vopt;
   vopt.corpus = corpus_path;
   auto* verify = app.add_subcommand("verify", "Run the gate over the corpus");
@@ -126,6 +182,8 @@ int main(int argc, char** argv) {
     if (*desc) return cmd_desc(descriptor, json);
     if (*gen) return cmd_gen(descriptor, fill, seed, out);
     if (*make) return cmd_corpus_make(corpus_path, check);
+    if (*check_cmd) return cmd_check(descriptor, check_fill, seed, backend, repeats);
+    if (*ref_cmd) return cmd_ref(descriptor, inputs_dir, impl, out);
     if (*verify) return run_verify(vopt);
   } catch (const InputError& e) {
     std::cerr << "kgate: error: " << e.what() << "\n";

@@ -19,6 +19,8 @@
 #include "reference/fill.hpp"
 #include "reference/json.hpp"
 #include "reference/npy.hpp"
+#include "kernels/api.hpp"
+#include "tools/gate.hpp"
 
 namespace kgate {
 
@@ -35,46 +37,16 @@ void add_verify_options(CLI::App& cmd, VerifyOptions& opt) {
   cmd.add_option("--flop-budget", opt.flop_budget, "reduced extents: cost cap per problem")->capture_default_str();
   cmd.add_option("--jobs,-j", opt.jobs, "problems run in parallel")->check(CLI::Range(1, 256))->capture_default_str();
   cmd.add_option("--seed", opt.seed, "generator seed")->capture_default_str();
+  cmd.add_option("--repeats", opt.repeats, "extra kernel runs per fill that must reproduce the digests")->check(CLI::Range(0, 1000))->capture_default_str();
   cmd.add_option("--report", opt.report, "JSON report file")->capture_default_str();
   cmd.add_option("--junit", opt.junit, "JUnit XML file")->capture_default_str();
 }
 
 namespace {
 
-// benchdnn's result states, each with its reason: never folded into "failed".
-enum class State { passed, failed, untrusted, unsupported, unimplemented, invalid };
-const char* name(State s) {
-  switch (s) {
-    case State::passed: return "passed";
-    case State::failed: return "failed";
-    case State::untrusted: return "untrusted";
-    case State::unsupported: return "unsupported";
-    case State::unimplemented: return "unimplemented";
-    case State::invalid: return "invalid";
-  }
-  return "?";
-}
-bool is_failure(State s) { return s == State::failed || s == State::untrusted || s == State::invalid; }
-
-struct Check {
-  std::string name;
-  State state;
-  std::string detail;
-};
-
-struct Result {
-  std::string config, descriptor, op, dtype, repro;
-  std::vector<std::string> sites;
-  std::vector<Check> checks;
-  State state = State::passed;
-  double seconds = 0;
-};
-
-std::string dtype_label(const Problem& p) {
-  if (const auto* c = std::get_if<ConvProblem>(&p)) return std::string(kgate::name(c->src)) + ":" + std::string(kgate::name(c->dst));
-  const auto& g = std::get<GroupNormProblem>(p);
-  return std::string(kgate::name(g.src)) + ":" + std::string(kgate::name(g.dst));
-}
+using gate::is_failure;
+using gate::Result;
+using oracle::State;
 
 bool matches(const corpus::Entry& e, const Problem& p, const std::vector<std::string>& filters) {
   const std::string od = op_dir_name(p);
@@ -86,7 +58,7 @@ bool matches(const corpus::Entry& e, const Problem& p, const std::vector<std::st
     bool ok = false;
     if (k == "op") ok = op == v || od == v;
     else if (k == "dir") ok = dir == v;
-    else if (k == "dtype") ok = dtype_label(p).find(v) != std::string::npos;
+    else if (k == "dtype") ok = gate::dtype_label(p).find(v) != std::string::npos;
     else if (k == "site") ok = std::any_of(e.sites.begin(), e.sites.end(), [&](const std::string& s) { return s.find(v) != std::string::npos; });
     else if (k == "config") ok = e.config == v;
     else if (k == "form") ok = std::string(kgate::name(e.form)) == v;
@@ -96,61 +68,22 @@ bool matches(const corpus::Entry& e, const Problem& p, const std::vector<std::st
   return true;
 }
 
-// The checks a problem gets today: the problem as a value, and the inputs as
-// a pure function of (seed, role, index). Kernel checks join as kernels land.
-Result verify_one(const corpus::Entry& e, const Problem& p, const VerifyOptions& opt) {
-  const auto t0 = std::chrono::steady_clock::now();
-  Result r;
-  r.config = e.config;
-  r.descriptor = to_descriptor(p);
-  r.op = op_dir_name(p);
-  r.dtype = dtype_label(p);
-  r.sites = e.sites;
-  const Fill fill = lattice_fill(p, opt.seed);
-  r.repro = "kgate check '" + r.descriptor + "' --fill " + fill_string(fill) + " --seed " + std::to_string(opt.seed);
-
-  // The problem is a value: descriptor and JSON both round-trip.
-  try {
-    validate(p);
-    const Problem q = parse_descriptor(r.descriptor);
-    const Problem j = problem_from_json(nlohmann::json::parse(to_json(p).dump()));
-    const bool same = to_descriptor(q) == r.descriptor && to_json(j) == to_json(p);
-    r.checks.push_back({"problem", same ? State::passed : State::failed, same ? "" : "descriptor/JSON round trip differs"});
-  } catch (const InputError& ex) {
-    r.checks.push_back({"problem", State::invalid, ex.what()});
+// One corpus problem: the problem must be a value (descriptor and JSON round
+// trip), then the gate judges the kernel on the default fills.
+Result verify_one(const Problem& p, const VerifyOptions& opt) {
+  const std::string d = to_descriptor(p);
+  const bool round_trip = to_descriptor(parse_descriptor(d)) == d &&
+                          to_json(problem_from_json(nlohmann::json::parse(to_json(p).dump()))) == to_json(p);
+  if (!round_trip) {
+    Result r;
+    r.descriptor = d;
+    r.op = op_dir_name(p);
+    r.dtype = gate::dtype_label(p);
+    r.state = State::invalid;
+    r.reason = "descriptor/JSON round trip differs";
+    return r;
   }
-
-  // Inputs: generated twice, concurrently, must be bit-identical.
-  if (r.checks.back().state == State::passed) {
-    bool same = true;
-    std::string detail;
-    for (const auto& s : inputs(p)) {
-      if (s.derived) continue;
-      auto make = [&] {
-        Tensor t(s.dtype, s.dims);
-        fill_tensor(fill, p, s.role, t);
-        return digest(t);
-      };
-      auto other = std::async(std::launch::async, make);
-      const std::string a = make(), b = other.get();
-      if (a != b) {
-        same = false;
-        detail += std::string(kgate::name(s.role)) + " " + a + " != " + b + "; ";
-      }
-    }
-    r.checks.push_back({"inputs", same ? State::passed : State::failed, detail});
-  }
-
-  r.checks.push_back({"kernel", State::unimplemented, "no production kernel for " + r.op + " yet"});
-
-  r.state = State::passed;
-  for (const Check& c : r.checks)
-    if (is_failure(c.state)) r.state = c.state;
-  if (!is_failure(r.state))
-    for (const Check& c : r.checks)
-      if (c.state == State::unimplemented || c.state == State::unsupported) r.state = c.state;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+  return gate::evaluate(p, gate::default_fills(p, opt.seed), opt.repeats);
 }
 
 std::string xml_escape(const std::string& s) {
@@ -172,7 +105,7 @@ std::string junit_xml(const std::vector<Result>& results, double seconds) {
   int failures = 0, skipped = 0;
   for (const auto& r : results) {
     failures += is_failure(r.state);
-    skipped += r.state == State::unimplemented || r.state == State::unsupported;
+    skipped += r.state == State::unimplemented || r.state == State::skipped;
   }
   std::ostringstream x;
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -181,13 +114,17 @@ std::string junit_xml(const std::vector<Result>& results, double seconds) {
     << "  <testsuite name=\"kgate verify\" tests=\"" << results.size() << "\" failures=\"" << failures << "\" skipped=\""
     << skipped << "\" time=\"" << seconds << "\">\n";
   for (const auto& r : results) {
-    x << "    <testcase classname=\"" << xml_escape(r.config + "." + r.op) << "\" name=\"" << xml_escape(r.descriptor)
+    x << "    <testcase classname=\"" << xml_escape(r.op) << "\" name=\"" << xml_escape(r.descriptor)
       << "\" time=\"" << r.seconds << "\">";
-    std::string detail;
-    for (const auto& c : r.checks)
-      if (c.state != State::passed) detail += c.name + ": " + name(c.state) + (c.detail.empty() ? "" : " (" + c.detail + ")") + "\n";
+    std::string detail = r.reason.empty() ? "" : r.reason + "\n";
+    for (const auto& f : r.fills) {
+      if (f.state == State::passed) continue;
+      detail += fill_string(f.fill) + ": " + std::string(oracle::name(f.state)) + (f.detail.empty() ? "" : " (" + f.detail + ")") + "\n";
+      for (const auto& rr : f.roles)
+        if (rr.report.state != State::passed) detail += oracle::to_table(rr.report) + "\n";
+    }
     if (is_failure(r.state))
-      x << "\n      <failure message=\"" << name(r.state) << "\">" << xml_escape(detail + "repro: " + r.repro) << "</failure>\n    ";
+      x << "\n      <failure message=\"" << oracle::name(r.state) << "\">" << xml_escape(detail + "repro: " + r.repro()) << "</failure>\n    ";
     else if (r.state != State::passed)
       x << "\n      <skipped message=\"" << xml_escape(detail) << "\"/>\n    ";
     x << "</testcase>\n";
@@ -200,7 +137,6 @@ std::string junit_xml(const std::vector<Result>& results, double seconds) {
 
 Problem reduce_extents(const Problem& p, double flop_budget) {
   Problem best = p;
-  if (flops(p) <= flop_budget) return p;
   if (const auto* c = std::get_if<ConvProblem>(&p)) {
     for (std::int64_t side = 1;; ++side) {
       ConvProblem q = *c;
@@ -222,6 +158,7 @@ Problem reduce_extents(const Problem& p, double flop_budget) {
       if (capped) break;
     }
   } else {
+    // GroupNorm is bandwidth-bound: its budget is in elements, flop_budget/256.
     const auto& g = std::get<GroupNormProblem>(p);
     for (std::int64_t side = 1;; ++side) {
       GroupNormProblem q = g;
@@ -230,7 +167,7 @@ Problem reduce_extents(const Problem& p, double flop_budget) {
         q.spatial[a] = std::min(g.spatial[a], side);
         capped &= q.spatial[a] == g.spatial[a];
       }
-      if (flops(Problem(q)) > flop_budget && side > 1) break;
+      if (static_cast<double>(q.n * q.c * q.spatial[0] * q.spatial[1] * q.spatial[2]) > flop_budget / 256 && side > 1) break;
       best = q;
       if (capped) break;
     }
@@ -240,66 +177,84 @@ Problem reduce_extents(const Problem& p, double flop_budget) {
 
 int run_verify(const VerifyOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (opt.backend == "hip" || opt.backend == "cuda")
-    throw InputError("--backend", opt.backend + " is not available in this build (no " + opt.backend + " device runtime)");
-  const std::string backend = "host";
+  if (opt.backend != "auto" && opt.backend != kernels::backend_name())
+    throw InputError("--backend", opt.backend + " is not available in this build (it runs the " +
+                                      kernels::backend_name() + " backend)");
   const auto entries = corpus::load_shapes(opt.corpus);
   for (const std::string& c : opt.configs)
     if (std::none_of(entries.begin(), entries.end(), [&](const corpus::Entry& e) { return e.config == c; }))
       throw InputError("--config", "no configuration '" + c + "' in " + opt.corpus);
 
   // Reduced problems, deduplicated across configurations by descriptor.
-  std::vector<std::pair<corpus::Entry, Problem>> work;
+  std::vector<Problem> work;
   std::set<std::string> seen;
   for (const auto& e : entries) {
     if (std::find(opt.configs.begin(), opt.configs.end(), e.config) == opt.configs.end()) continue;
     if (!matches(e, e.problem, opt.filters)) continue;
     const Problem p = opt.full ? e.problem : reduce_extents(e.problem, opt.flop_budget);
-    if (seen.insert(to_descriptor(p)).second) work.emplace_back(e, p);
+    if (seen.insert(to_descriptor(p)).second) work.push_back(p);
   }
   if (work.empty()) throw InputError("--filter", "selects no problem");
 
   const bool tty = ::isatty(STDOUT_FILENO);
-  std::cout << "kgate verify: " << work.size() << " problems, backend " << backend
+  std::cout << "kgate verify: " << work.size() << " problems, backend " << kernels::backend_name()
             << (opt.full ? ", full extents" : ", reduced extents") << ", " << opt.jobs << " job(s)\n";
   std::vector<Result> results(work.size());
   std::mutex print;
   std::atomic<std::size_t> next{0}, done{0};
+  std::exception_ptr input_error;
   auto worker = [&] {
     for (std::size_t i; (i = next++) < work.size();) {
-      results[i] = verify_one(work[i].first, work[i].second, opt);
+      try {
+        results[i] = verify_one(work[i], opt);
+      } catch (...) {
+        std::lock_guard lock(print);
+        if (!input_error) input_error = std::current_exception();
+        next = work.size();
+        return;
+      }
       std::lock_guard lock(print);
       ++done;
-      if (tty || is_failure(results[i].state))
-        std::cout << "[" << done << "/" << work.size() << "] " << std::setw(13) << std::left << name(results[i].state)
-                  << " " << results[i].descriptor << "\n";
-      if (is_failure(results[i].state)) std::cout << "    repro: " << results[i].repro << "\n";
+      const Result& r = results[i];
+      if (tty || is_failure(r.state))
+        std::cout << "[" << done << "/" << work.size() << "] " << std::setw(13) << std::left << oracle::name(r.state)
+                  << " " << r.descriptor << "\n";
+      if (is_failure(r.state)) std::cout << "    repro: " << r.repro() << "\n";
     }
   };
   std::vector<std::thread> pool;
   for (int j = 0; j < opt.jobs; ++j) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
+  if (input_error) std::rethrow_exception(input_error);
 
   // Summary per operator-direction and dtype.
-  struct Row { int problems = 0; std::map<State, int> by_state; };
+  struct Row {
+    int problems = 0;
+    std::map<State, int> by_state;
+    double worst = 0;
+  };
   std::map<std::pair<std::string, std::string>, Row> table;
   int failures = 0;
   for (const auto& r : results) {
     auto& row = table[{r.op, r.dtype}];
     row.problems++;
     row.by_state[r.state]++;
+    row.worst = std::max(row.worst, r.worst_margin);
     failures += is_failure(r.state);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "\n" << std::left << std::setw(28) << "operator.direction" << std::setw(11) << "dtype" << std::right
             << std::setw(9) << "problems" << std::setw(8) << "passed" << std::setw(8) << "failed" << std::setw(15)
-            << "unimplemented" << "\n";
+            << "unimplemented" << std::setw(9) << "skipped" << std::setw(14) << "worst margin" << "\n";
   for (const auto& [key, row] : table) {
     auto n = [&](State s) { auto it = row.by_state.find(s); return it == row.by_state.end() ? 0 : it->second; };
+    std::ostringstream worst;
+    if (n(State::passed) + n(State::failed) + n(State::untrusted) > 0) worst << std::setprecision(3) << row.worst;
+    else worst << "-";
     std::cout << std::left << std::setw(28) << key.first << std::setw(11) << key.second << std::right << std::setw(9)
               << row.problems << std::setw(8) << n(State::passed) << std::setw(8)
-              << n(State::failed) + n(State::untrusted) + n(State::invalid) << std::setw(15)
-              << n(State::unimplemented) + n(State::unsupported) << "\n";
+              << n(State::failed) + n(State::untrusted) + n(State::invalid) << std::setw(15) << n(State::unimplemented)
+              << std::setw(9) << n(State::skipped) << std::setw(14) << worst.str() << "\n";
   }
   std::set<std::string> missing;
   for (const auto& r : results)
@@ -309,20 +264,15 @@ int run_verify(const VerifyOptions& opt) {
     for (const auto& m : missing) std::cout << " " << m;
     std::cout << "\n";
   }
+  std::cout << "worst margin: largest tier-2 error/bound (fails above 1)\n";
   std::cout << "\n" << (failures ? "FAILED" : "OK") << ": " << failures << " of " << results.size()
             << " problems failed (" << std::fixed << std::setprecision(1) << seconds << " s)\n";
 
-  nlohmann::json report{{"backend", backend},       {"corpus", opt.corpus},   {"full", opt.full},
-                        {"seed", opt.seed},         {"seconds", seconds},     {"failures", failures},
+  nlohmann::json report{{"backend", kernels::backend_name()}, {"corpus", opt.corpus}, {"full", opt.full},
+                        {"seed", opt.seed}, {"seconds", seconds}, {"failures", failures},
                         {"problems", nlohmann::json::array()}};
-  for (const auto& r : results) {
-    nlohmann::json checks = nlohmann::json::array();
-    for (const auto& c : r.checks) checks.push_back({{"check", c.name}, {"state", name(c.state)}, {"detail", c.detail}});
-    report["problems"].push_back({{"config", r.config}, {"descriptor", r.descriptor}, {"op", r.op}, {"dtype", r.dtype},
-                                  {"sites", r.sites}, {"state", name(r.state)}, {"checks", checks},
-                                  {"repro", r.repro}, {"seconds", r.seconds}});
-  }
-  if (!opt.report.empty()) write_file_atomic(opt.report, report.dump(2) + "\n");
+  for (const auto& r : results) report["problems"].push_back(r.to_json());
+  if (!opt.report.empty()) write_file_atomic(opt.report, report.dump(1) + "\n");
   if (!opt.junit.empty()) write_file_atomic(opt.junit, junit_xml(results, seconds));
   return failures ? 1 : 0;
 }

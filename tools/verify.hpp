@@ -19,6 +19,7 @@ struct VerifyOptions {
   double flop_budget = 3e8;              // reduced extents: largest extent within this
   int jobs = 1;
   std::uint64_t seed = 1;
+  int repeats = 1;                       // extra kernel runs that must reproduce the digests
   std::string report = "kgate-report.json";
   std::string junit = "kgate-junit.xml";
 };
@@ -29,8 +30,9 @@ int run_verify(const VerifyOptions& opt);
 
 // The reduced-extent version of a problem: the same channels, groups, kernel,
 // stride, padding, form and dtypes, with the interior spatial extent cut to
-// the largest cube side (at most the original) whose cost is within
-// flop_budget (never below 1).
+// the largest cube side (at most the original) whose cost is within budget
+// (never below 1): conv FLOPs <= flop_budget; GroupNorm elements <=
+// flop_budget / 256.
 Problem reduce_extents(const Problem& p, double flop_budget);
 
 }  // namespace kgate
