@@ -128,15 +128,34 @@ struct Allocation {
 std::mutex g_mem_mutex;
 std::map<std::uintptr_t, Allocation> g_allocs;  // keyed by user address
 
+// A page of poison, for filling and comparing in bulk.
+const unsigned char* poison_page() {
+  static const auto* page = [] {
+    auto* p = new unsigned char[kGuard];
+    for (std::size_t i = 0; i < kGuard; ++i) p[i] = (i & 1) ? 0x7F : 0xA5;  // little-endian 0x7FA5
+    return p;
+  }();
+  return page;
+}
+
+// Fills [p, p+n) with poison; p is 2-byte aligned relative to the pattern.
 void fill_poison(unsigned char* p, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) p[i] = (i & 1) ? 0x7F : 0xA5;  // little-endian 0x7FA5
+  const unsigned char* page = poison_page();
+  for (std::size_t off = 0; off < n; off += kGuard) std::memcpy(p + off, page, std::min(kGuard, n - off));
 }
 
 // Index of the first byte in [p, p+n) that is not poison, or n. `phase` is
 // the offset of p from a 2-aligned poison origin.
 std::size_t first_clobbered(const unsigned char* p, std::size_t n, std::size_t phase) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (p[i] != (((i + phase) & 1) ? 0x7F : 0xA5)) return i;
+  const unsigned char* page = poison_page();
+  const std::size_t head = phase & 1;
+  if (head && n && p[0] != 0x7F) return 0;
+  for (std::size_t off = head; off < n; off += kGuard - 2) {
+    const std::size_t len = std::min(kGuard - 2, n - off);
+    if (std::memcmp(p + off, page, len) != 0)
+      for (std::size_t i = off; i < off + len; ++i)
+        if (p[i] != page[i - off]) return i;
+  }
   return n;
 }
 
@@ -416,42 +435,49 @@ void Executor::run_workgroup(const LaunchState& L, std::uint64_t wg_linear) {
   wg_epoch = 0;
 
   for (;;) {
-    for (std::size_t i = 0; i < n; ++i) {
-      Item* it = items[i].get();
-      if (it->state != State::ready) continue;
-      resume(it);
-      if (it->state == State::failed) {
-        std::string msg;
-        try {
-          std::rethrow_exception(it->error);
-        } catch (const std::exception& e) {
-          msg = e.what();
-        } catch (...) {
-          msg = "unknown exception";
-        }
-        it->error = nullptr;
-        fail(n, wi_name(it) + ": " + msg);
-      }
-    }
-    if (run_wave_collectives(n)) continue;
-
-    // Every live work-item waits at a barrier (or all are done).
+    // Run every ready work-item to its next scheduling point, classifying
+    // all of them on the way.
+    std::size_t at_wave = 0, waiting = 0;
     const Item* first_done = nullptr;
     const Item* first_wait = nullptr;
     const Item* other_site = nullptr;
-    std::size_t waiting = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      const Item* it = items[i].get();
-      if (it->state == State::done) {
-        if (!first_done) first_done = it;
-      } else if (it->state == State::at_barrier) {
-        ++waiting;
-        if (!first_wait)
-          first_wait = it;
-        else if (!other_site && !same_site(first_wait->site, it->site))
-          other_site = it;
+      Item* it = items[i].get();
+      if (it->state == State::ready) {
+        resume(it);
+        if (it->state == State::failed) {
+          std::string msg;
+          try {
+            std::rethrow_exception(it->error);
+          } catch (const std::exception& e) {
+            msg = e.what();
+          } catch (...) {
+            msg = "unknown exception";
+          }
+          it->error = nullptr;
+          fail(n, wi_name(it) + ": " + msg);
+        }
+      }
+      switch (it->state) {
+        case State::at_wave: ++at_wave; break;
+        case State::at_barrier:
+          ++waiting;
+          if (!first_wait)
+            first_wait = it;
+          else if (!other_site && !same_site(first_wait->site, it->site))
+            other_site = it;
+          break;
+        case State::done:
+          if (!first_done) first_done = it;
+          break;
+        default: break;
       }
     }
+    if (at_wave) {
+      run_wave_collectives(n);
+      continue;
+    }
+    // Every live work-item waits at a barrier (or all are done).
     if (waiting == 0) break;
     if (first_done)
       fail(n, "barrier divergence: " + wi_name(first_done) + " exited while " + std::to_string(waiting) +
@@ -463,8 +489,7 @@ void Executor::run_workgroup(const LaunchState& L, std::uint64_t wg_linear) {
                   fmt_site(other_site->site));
     ++epoch;
     ++wg_epoch;
-    for (std::size_t i = 0; i < n; ++i)
-      if (items[i]->state == State::at_barrier) items[i]->state = State::ready;
+    for (std::size_t i = 0; i < n; ++i) items[i]->state = State::ready;
   }
   launch = nullptr;
 }
