@@ -168,14 +168,17 @@ KGATE_KERNEL_BOUNDS(gn_fwd_stats, kThreads, FwdArgs a) {
   const std::int64_t chunk = rt::block_idx().x, n = rt::block_idx().y;
   const Slot s = slot_of(g, chunk);
   const std::int64_t cols = g.C / V;
+  // Fully unrolled over the column slots so st[] stays in registers.
   Moments st[kMaxColIters];
   if (s.active) {
     for (std::int64_t r = s.row_begin + s.lane_row; r < s.row_end; r += g.rows_par) {
-      for (int ci = 0; ci < g.col_iters; ++ci) {
+#pragma unroll
+      for (int ci = 0; ci < kMaxColIters; ++ci) {
         const std::int64_t col = s.col0 + static_cast<std::int64_t>(ci) * g.width;
-        if (col >= cols) break;
+        if (ci >= g.col_iters || col >= cols) continue;
         float v[V];
         load_f32<Tin, V>(static_cast<const Tin*>(a.x) + (n * g.S + r) * g.C + col * V, v);
+#pragma unroll
         for (int i = 0; i < V; ++i) welford_add(st[ci], v[i]);
       }
     }
@@ -185,7 +188,9 @@ KGATE_KERNEL_BOUNDS(gn_fwd_stats, kThreads, FwdArgs a) {
   KGATE_LDS(lds_mean, float, kThreads * kMaxColIters);
   KGATE_LDS(lds_m2, float, kThreads * kMaxColIters);
   if (s.active) {
-    for (int ci = 0; ci < g.col_iters; ++ci) {
+#pragma unroll
+    for (int ci = 0; ci < kMaxColIters; ++ci) {
+      if (ci >= g.col_iters) continue;
       const int e = (s.lane_row * g.col_iters + ci) * g.width + s.col0;
       lds_n[e] = st[ci].n;
       lds_mean[e] = st[ci].mean;
