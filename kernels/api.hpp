@@ -54,6 +54,11 @@ struct RunOptions {
   // Fill outputs and workspaces with NaN before the run (determinism tests:
   // the result must not depend on what memory held).
   bool prefill_nan = false;
+  // When set: the plan's launch sequence runs `timing_iters` more times
+  // between two events after the checked run, and the mean time of one
+  // sequence (kernels only, no copies) is stored here.
+  double* kernel_ms = nullptr;
+  int timing_iters = 10;
 };
 
 // Operator-directions with a production kernel in this build.

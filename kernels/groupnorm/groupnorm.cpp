@@ -96,6 +96,18 @@ rt::LaunchConfig config(std::uint32_t gx, std::uint32_t gy) {
   return c;
 }
 
+// Times opt.timing_iters more runs of a launch sequence (see RunOptions).
+template <class F>
+void time_sequence(F&& launch_all, const RunOptions& opt) {
+  if (!opt.kernel_ms || opt.timing_iters < 1) return;
+  rt::Event start, stop;
+  start.record();
+  for (int i = 0; i < opt.timing_iters; ++i) launch_all();
+  stop.record();
+  stop.synchronize();
+  *opt.kernel_ms = static_cast<double>(rt::elapsed_ms(start, stop)) / opt.timing_iters;
+}
+
 }  // namespace
 
 Support groupnorm_supported(const GroupNormProblem& p) {
@@ -191,12 +203,16 @@ std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan
                   gamma ? gamma->as<const float>() : nullptr, beta ? beta->as<const float>() : nullptr,
                   ws.as<float>(), static_cast<float>(p.eps), p.relu ? 1 : 0};
     const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
-    with_types(p.src, p.dst, g.V, [&]<class Tin, class Tout, int V>() {
-      KGATE_LAUNCH((gn::gn_fwd_stats<Tin, V>), config(cx, n), a);
-      KGATE_LAUNCH(gn::gn_fwd_finalize, config(static_cast<std::uint32_t>(g.G), n), a);
-      KGATE_LAUNCH((gn::gn_fwd_apply<Tin, Tout, V>), config(cx, n), a);
-    });
+    auto launch_all = [&] {
+      with_types(p.src, p.dst, g.V, [&]<class Tin, class Tout, int V>() {
+        KGATE_LAUNCH((gn::gn_fwd_stats<Tin, V>), config(cx, n), a);
+        KGATE_LAUNCH(gn::gn_fwd_finalize, config(static_cast<std::uint32_t>(g.G), n), a);
+        KGATE_LAUNCH((gn::gn_fwd_apply<Tin, Tout, V>), config(cx, n), a);
+      });
+    };
+    launch_all();
     rt::device_synchronize();
+    time_sequence(launch_all, opt);
     out.emplace(Role::y, download(y, p.dst, xd));
     out.emplace(Role::mean, download(mean, DType::fp32, {p.n, p.groups}));
     out.emplace(Role::rstd, download(rstd, DType::fp32, {p.n, p.groups}));
@@ -218,14 +234,18 @@ std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan
                 gamma ? gamma->as<const float>() : nullptr, beta ? beta->as<const float>() : nullptr,
                 dxo.data(), dgamma.as<float>(), dbeta.as<float>(), partial, sums, coef, p.relu ? 1 : 0};
   const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
-  with_types(p.src, p.dst, g.V, [&]<class Tin, class Tdy, int V>() {
-    KGATE_LAUNCH((gn::gn_bwd_reduce<Tin, Tdy, V>), config(cx, n), a);
-    KGATE_LAUNCH(gn::gn_bwd_finalize, config(static_cast<std::uint32_t>(g.G), n), a);
-    if (p.affine)
-      KGATE_LAUNCH(gn::gn_bwd_params, config(static_cast<std::uint32_t>((g.C + gn::kThreads - 1) / gn::kThreads), 1), a);
-    KGATE_LAUNCH((gn::gn_bwd_apply<Tin, Tdy, V>), config(cx, n), a);
-  });
+  auto launch_all = [&] {
+    with_types(p.src, p.dst, g.V, [&]<class Tin, class Tdy, int V>() {
+      KGATE_LAUNCH((gn::gn_bwd_reduce<Tin, Tdy, V>), config(cx, n), a);
+      KGATE_LAUNCH(gn::gn_bwd_finalize, config(static_cast<std::uint32_t>(g.G), n), a);
+      if (p.affine)
+        KGATE_LAUNCH(gn::gn_bwd_params, config(static_cast<std::uint32_t>((g.C + gn::kThreads - 1) / gn::kThreads), 1), a);
+      KGATE_LAUNCH((gn::gn_bwd_apply<Tin, Tdy, V>), config(cx, n), a);
+    });
+  };
+  launch_all();
   rt::device_synchronize();
+  time_sequence(launch_all, opt);
   out.emplace(Role::dx, download(dxo, p.src, xd));
   if (p.affine) {
     out.emplace(Role::dgamma, download(dgamma, DType::fp32, {p.c}));
