@@ -11,19 +11,23 @@
 // Numeric models (host::Config::mfma):
 //   exact  every product exact, the K-sum and C added exactly, one
 //          round-to-nearest-even to fp32.
-//   cdna3  the bit-level model of the MI300 matrix cores (MMA-Sim,
-//          arXiv 2511.10909): f16/bf16 products are exact and summed in
-//          chunks of 8 along K, in increasing k; within a chunk every product
-//          is aligned to the chunk's largest exponent and truncated toward
-//          zero to 24 fractional bits, the chunk is summed exactly; the chunk
-//          sum is truncated to 31 fractional bits and the accumulator to 24,
-//          both relative to the larger of their exponents, and the two are
-//          added and rounded once (nearest-even) to fp32, which is the
-//          accumulator of the next chunk. f32 is fmaf chained in increasing k.
-//          xf32 truncates its inputs to tf32 (10 fraction bits) and uses
-//          chunks of 4. Denormal inputs and accumulators are kept.
-// Non-finite inputs (Inf, NaN) give the IEEE result of the plain sum in both
-// models.
+//   cdna3  the bit-level model of the MI300 matrix cores, as MMA-Sim
+//          (arXiv 2511.10909; mmasim/simulator/amd.py, functions.py
+//          amd_fused_dot_add) defines it: f16/bf16 products are exact and
+//          summed in groups of 8 along K in increasing k (K=16: two groups in
+//          sequence, fp32 between); within a group every product, taken as
+//          significand product at exponent ea+eb (subnormal inputs at the
+//          format's minimum exponent), is truncated toward zero to 24
+//          fractional bits below the group's largest such exponent and the
+//          group is summed exactly; the group sum is floored to 31 and the
+//          accumulator C to 24 fractional bits below the larger of the two
+//          exponents, and their sum is rounded once (nearest-even) to fp32.
+//          f32 is fmaf chained in increasing k. xf32 truncates its inputs to
+//          tf32 (10 fraction bits) and uses groups of 4. Denormal inputs and
+//          accumulators are kept. A non-finite fp64 sum is returned as is; a
+//          product beyond the fp32 range gives +-Inf (NaN for both signs).
+// The exact model gives the IEEE result of the plain sum for non-finite
+// inputs.
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -145,34 +149,69 @@ float dot_exact(const double* a, const double* b, int k, float c) {
   return acc.round_to_float();
 }
 
-// One cdna3 chunk: the products of the chunk and the running accumulator.
-float cdna3_chunk(const double* a, const double* b, int n, float c) {
-  double p[8];
-  int e_max = INT_MIN;
-  for (int i = 0; i < n; ++i) {
-    p[i] = a[i] * b[i];  // exact
-    if (p[i] != 0.0) e_max = std::max(e_max, std::ilogb(p[i]));
+// A value as significand and exponent in its format: x = s * 2^e with
+// 1 <= |s| < 2, or for subnormals e = the format's minimum exponent and
+// |s| < 1; zero has s = 0, e = -999 (MMA-Sim's extract_significand_exponent).
+struct SigExp {
+  double s;
+  int e;
+};
+SigExp sig_exp(double x, int min_exp) {
+  if (x == 0.0) return {0.0, -999};
+  int e = 0;
+  double s = std::frexp(x, &e) * 2.0;
+  e -= 1;
+  if (e < min_exp) {
+    s = std::ldexp(s, e - min_exp);
+    e = min_exp;
   }
-  double s = 0.0;
-  if (e_max != INT_MIN) {
-    double q = 0.0;  // sum of integers below 2^28: exact
-    for (int i = 0; i < n; ++i) q += std::trunc(std::ldexp(p[i], 24 - e_max));
-    s = std::ldexp(q, e_max - 24);
-  }
-  const double cd = c;
-  int e2 = INT_MIN;
-  if (s != 0.0) e2 = std::ilogb(s);
-  if (cd != 0.0) e2 = std::max(e2, std::ilogb(cd));
-  if (e2 == INT_MIN) return static_cast<float>(s + cd);  // both zero
-  const double s_t = std::ldexp(std::trunc(std::ldexp(s, 31 - e2)), e2 - 31);
-  const double c_t = std::ldexp(std::trunc(std::ldexp(cd, 24 - e2)), e2 - 24);
-  return static_cast<float>(s_t + c_t);  // exact sum, one rounding
+  return {s, e};
 }
 
-float dot_cdna3_chunked(const double* a, const double* b, int k, int chunk, float c) {
-  if (!all_finite(a, b, k, c)) return ieee_fallback(a, b, k, c);
+// One cdna3 fused dot-add of a group (MMA-Sim amd_fused_dot_add with 24
+// fractional bits): products as significand x significand at exponent
+// ea + eb, each truncated toward zero to 24 fractional bits below the
+// group's largest product exponent and summed exactly; then the group sum is
+// floored to 31 and the accumulator to 24 fractional bits below the larger of
+// the group's and the accumulator's exponents, added, and rounded once to
+// fp32 (nearest-even). `min_exp` is the input format's minimum exponent.
+float cdna3_group(const double* a, const double* b, int n, float c, int min_exp) {
+  double fp64_sum = 0.0;
+  for (int i = 0; i < n; ++i) fp64_sum += a[i] * b[i];
+  fp64_sum += c;
+  if (!std::isfinite(fp64_sum)) return static_cast<float>(fp64_sum);
+  double sig[16];
+  int ex[16];
+  int m = 0;
+  bool p_inf = false, n_inf = false;
+  for (int i = 0; i < n; ++i) {
+    const double p = a[i] * b[i];
+    if (p >= 0x1p128) {
+      p_inf = true;
+    } else if (p <= -0x1p128) {
+      n_inf = true;
+    } else {
+      const SigExp x = sig_exp(a[i], min_exp), y = sig_exp(b[i], min_exp);
+      sig[m] = x.s * y.s;  // exact
+      ex[m] = x.e + y.e;
+      ++m;
+    }
+  }
+  if (p_inf || n_inf) return p_inf && n_inf ? NAN : (p_inf ? INFINITY : -INFINITY);
+  int max_e = INT_MIN;
+  for (int i = 0; i < m; ++i) max_e = std::max(max_e, ex[i]);
+  double s = 0.0;  // multiples of 2^-24 below 2^8: exact
+  for (int i = 0; i < m; ++i) s += std::ldexp(std::trunc(std::ldexp(sig[i], 24 + ex[i] - max_e)), -24);
+  const SigExp cc = sig_exp(c, -126);
+  const int top = std::max(max_e, cc.e);
+  s = std::ldexp(std::floor(std::ldexp(s, 31 + max_e - top)), -31);
+  const double sc = std::ldexp(std::floor(std::ldexp(cc.s, 24 + cc.e - top)), -24);
+  return static_cast<float>(std::ldexp(s + sc, top));  // exact until this one rounding
+}
+
+float dot_cdna3_grouped(const double* a, const double* b, int k, int group, float c, int min_exp) {
   float acc = c;
-  for (int k0 = 0; k0 < k; k0 += chunk) acc = cdna3_chunk(a + k0, b + k0, std::min(chunk, k - k0), acc);
+  for (int k0 = 0; k0 < k; k0 += group) acc = cdna3_group(a + k0, b + k0, std::min(group, k - k0), acc, min_exp);
   return acc;
 }
 
@@ -259,9 +298,9 @@ void exec_mfma(const WaveGroup& g, const char* name) {
           a[k] = tf32_trunc(a[k]);
           b[k] = tf32_trunc(b[k]);
         }
-        D[i][j] = dot_cdna3_chunked(a, b, K, 4, C[i][j]);
+        D[i][j] = dot_cdna3_grouped(a, b, K, 4, C[i][j], -126);
       } else {
-        D[i][j] = dot_cdna3_chunked(a, b, K, 8, C[i][j]);
+        D[i][j] = dot_cdna3_grouped(a, b, K, 8, C[i][j], in == In::f16 ? -14 : -126);
       }
     }
   }

@@ -178,7 +178,7 @@ const Instr& instr(const char* name) {
   throw std::logic_error(name);
 }
 
-TEST(MfmaCdna3, ProductsAreTruncatedToTheChunkMaximumExponent) {
+TEST(MfmaCdna3, ProductsAreTruncatedBelowTheGroupMaximumExponent) {
   const Instr& ins = instr("mfma_32x32x8bf16_1k");
   const float t = std::ldexp(1.0f, -25);
   const auto p = single(ins, {1, t, t, t, t, t, t, t}, {1, 1, 1, 1, 1, 1, 1, 1}, 0.0f);
@@ -190,7 +190,7 @@ TEST(MfmaCdna3, ProductsAreTruncatedToTheChunkMaximumExponent) {
   EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, n), -1.0f);
 }
 
-TEST(MfmaCdna3, ChunksOfEightInIncreasingKWithRoundingBetween) {
+TEST(MfmaCdna3, GroupsOfEightInIncreasingKWithRoundingBetween) {
   const Instr& ins = instr("mfma_16x16x16bf16_1k");
   const float big = std::ldexp(1.0f, 24);
   std::vector<float> a(16, 0.0f), b(16, 1.0f);
@@ -203,7 +203,7 @@ TEST(MfmaCdna3, ChunksOfEightInIncreasingKWithRoundingBetween) {
   EXPECT_EQ(d00(rt::MfmaModel::exact, ins, p), big + 2.0f);
 }
 
-TEST(MfmaCdna3, ChunkSumTruncatedTo31BitsBelowTheLargerExponent) {
+TEST(MfmaCdna3, GroupSumKeeps31BitsBelowTheLargerExponent) {
   const Instr& ins = instr("mfma_32x32x8bf16_1k");
   // C = 256; chunk sum 2^-16 + 2^-40. Exact: just above the tie -> 256 + 2^-15.
   // cdna3: 2^-40 is dropped at 31 bits below 2^8 -> an exact tie -> 256.
@@ -234,6 +234,42 @@ TEST(MfmaCdna3, DenormalsAreKept) {
     EXPECT_EQ(d00(m, bf, single(bf, {std::ldexp(1.0f, -70)}, {std::ldexp(1.0f, -70)}, 0.0f)),
               std::ldexp(1.0f, -140));
   }
+}
+
+TEST(MfmaCdna3, AlignmentUsesTheSumOfTheOperandExponents) {
+  // 1.5 * 1.5 = 2.25 sits at exponent 0 + 0 (not 1), so the 2^-24 products
+  // are kept: 2.25 + 7 * 2^-24 = 2.25 + 1.75 ulp -> 2.25 + 2^-21 (as exact).
+  // Aligning to the product's own exponent (1) would drop them -> 2.25.
+  const Instr& ins = instr("mfma_32x32x8bf16_1k");
+  const float t = std::ldexp(1.0f, -24);
+  const auto p = single(ins, {1.5f, t, t, t, t, t, t, t}, {1.5f, 1, 1, 1, 1, 1, 1, 1}, 0.0f);
+  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, p), 2.25f + std::ldexp(1.0f, -21));
+  EXPECT_EQ(d00(rt::MfmaModel::exact, ins, p), 2.25f + std::ldexp(1.0f, -21));
+}
+
+TEST(MfmaCdna3, GroupSumIsFlooredNotTruncated) {
+  // C = 256, group sum -(2^-17 + 2^-40). Floored to 31 bits below 2^8 it is
+  // -(2^-17 + 2^-23): below the tie 256 - 2^-17 -> 256 - 2^-16.
+  // Truncation toward zero would land on the tie -> 256.
+  const Instr& ins = instr("mfma_32x32x8bf16_1k");
+  const auto p = single(ins, {-std::ldexp(1.0f, -17), -std::ldexp(1.0f, -40)}, {1, 1}, 256.0f);
+  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, p), 256.0f - std::ldexp(1.0f, -16));
+  // A small negative accumulator under a larger group sum floors to one unit
+  // of 2^-24 below: 1 + (-2^-30) -> 1 - 2^-24, which fp32 holds exactly;
+  // exact arithmetic rounds 1 - 2^-30 to 1.
+  const auto q = single(ins, {1.0f}, {1.0f}, -std::ldexp(1.0f, -30));
+  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, q), 1.0f - std::ldexp(1.0f, -24));
+  EXPECT_EQ(d00(rt::MfmaModel::exact, ins, q), 1.0f);
+}
+
+TEST(MfmaCdna3, ProductBeyondFp32RangeIsInfinite) {
+  const Instr& ins = instr("mfma_32x32x8bf16_1k");
+  const float big = std::ldexp(1.0f, 100);
+  // 2^200 - 2^200 is 0 in exact arithmetic; cdna3 sees +Inf and -Inf products.
+  const auto p = single(ins, {big, -big}, {big, big}, 0.0f);
+  EXPECT_TRUE(std::isnan(d00(rt::MfmaModel::cdna3, ins, p)));
+  EXPECT_EQ(d00(rt::MfmaModel::exact, ins, p), 0.0f);
+  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, single(ins, {big}, {big}, 0.0f)), INFINITY);
 }
 
 TEST(MfmaCdna3, F32IsAChainOfFmaInIncreasingK) {
