@@ -513,6 +513,7 @@ bool Executor::run_wave_collectives(std::size_t n) {
     if (!lead) continue;
     WaveGroup g{};
     g.wave_size = ws;
+    g.mfma = launch->cfg.mfma;
     g.active = 0;
     for (std::size_t i = w0; i < w1; ++i) {
       Item* it = items[i].get();

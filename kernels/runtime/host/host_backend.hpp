@@ -101,6 +101,7 @@ struct WaveGroup {
   Lane* lanes[64];
   lane_mask active;
   int wave_size;
+  MfmaModel mfma;  // the launch's MFMA numeric model
 };
 using WaveExec = void (*)(const WaveGroup&);
 

@@ -280,7 +280,7 @@ void exec_mfma(const WaveGroup& g, const char* name) {
       C[i][ij] = c;
     }
   }
-  const MfmaModel model = config().mfma;
+  const MfmaModel model = g.mfma;
   float D[MN][MN];
   for (int i = 0; i < MN; ++i) {
     for (int j = 0; j < MN; ++j) {
