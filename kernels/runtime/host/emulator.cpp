@@ -777,6 +777,7 @@ void launch_erased(const char* name, const LaunchConfig& lc, const Job& job) {
   const std::uint64_t nwg = L.grid.count();
   std::vector<std::uint32_t> order;
   if (L.cfg.order == Order::shuffled) {
+    if (nwg > 0xffffffffull) throw Error(prefix + ": shuffled order supports at most 2^32 workgroups");
     order.resize(nwg);
     for (std::uint64_t i = 0; i < nwg; ++i) order[i] = static_cast<std::uint32_t>(i);
     std::mt19937_64 rng(L.cfg.seed);
