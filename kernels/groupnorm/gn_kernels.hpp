@@ -23,6 +23,16 @@
 
 #include "kernels/runtime/runtime.hpp"
 
+// Full unrolling of a loop with a constant trip count (keeps indexed
+// register arrays out of scratch on the GPU backends).
+#ifndef KGATE_UNROLL
+#if defined(__HIP__) || defined(__CUDACC__)
+#define KGATE_UNROLL _Pragma("unroll")
+#else
+#define KGATE_UNROLL _Pragma("GCC unroll 8")
+#endif
+#endif
+
 namespace kgate::kernels::gn {
 
 inline constexpr int kThreads = 256;
@@ -172,13 +182,13 @@ KGATE_KERNEL_BOUNDS(gn_fwd_stats, kThreads, FwdArgs a) {
   Moments st[kMaxColIters];
   if (s.active) {
     for (std::int64_t r = s.row_begin + s.lane_row; r < s.row_end; r += g.rows_par) {
-#pragma unroll
+KGATE_UNROLL
       for (int ci = 0; ci < kMaxColIters; ++ci) {
         const std::int64_t col = s.col0 + static_cast<std::int64_t>(ci) * g.width;
         if (ci >= g.col_iters || col >= cols) continue;
         float v[V];
         load_f32<Tin, V>(static_cast<const Tin*>(a.x) + (n * g.S + r) * g.C + col * V, v);
-#pragma unroll
+KGATE_UNROLL
         for (int i = 0; i < V; ++i) welford_add(st[ci], v[i]);
       }
     }
@@ -188,7 +198,7 @@ KGATE_KERNEL_BOUNDS(gn_fwd_stats, kThreads, FwdArgs a) {
   KGATE_LDS(lds_mean, float, kThreads * kMaxColIters);
   KGATE_LDS(lds_m2, float, kThreads * kMaxColIters);
   if (s.active) {
-#pragma unroll
+KGATE_UNROLL
     for (int ci = 0; ci < kMaxColIters; ++ci) {
       if (ci >= g.col_iters) continue;
       const int e = (s.lane_row * g.col_iters + ci) * g.width + s.col0;

@@ -317,7 +317,9 @@ struct Shadow {
 };
 
 struct Executor {
-  std::vector<std::unique_ptr<Item>> items;
+  // Work-items in blocks of 64 (contiguous, never moved: fibers point at them).
+  std::vector<std::unique_ptr<Item[]>> blocks;
+  std::vector<Item*> items;
   std::size_t stack_bytes = 0;
   const LaunchState* launch = nullptr;
   dim3 bid;
@@ -331,21 +333,23 @@ struct Executor {
 
   ~Executor() {
     // Unwind idle fibers (they sit at the bottom of their loop).
-    for (auto& it : items) it->fiber = ctx::fiber();
+    for (Item* it : items) it->fiber = ctx::fiber();
   }
 
   void ensure_items(std::size_t n, std::size_t stack) {
     if (stack != stack_bytes) {
+      for (Item* it : items) it->fiber = ctx::fiber();
       items.clear();
+      blocks.clear();
       stack_bytes = stack;
     }
     while (items.size() < n) {
-      auto it = std::make_unique<Item>();
-      it->ex = this;
-      Item* raw = it.get();
-      it->fiber = ctx::fiber(std::allocator_arg, ctx::protected_fixedsize_stack(stack),
-                             [raw](ctx::fiber&& c) { return fiber_main(raw, std::move(c)); });
-      items.push_back(std::move(it));
+      if (items.size() % 64 == 0) blocks.push_back(std::make_unique<Item[]>(64));
+      Item* raw = &blocks.back()[items.size() % 64];
+      raw->ex = this;
+      raw->fiber = ctx::fiber(std::allocator_arg, ctx::protected_fixedsize_stack(stack),
+                              [raw](ctx::fiber&& c) { return fiber_main(raw, std::move(c)); });
+      items.push_back(raw);
     }
   }
 
@@ -379,7 +383,7 @@ struct Executor {
   // Cancels every work-item that is in the middle of the job.
   void abandon(std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
-      Item* it = items[i].get();
+      Item* it = items[i];
       if (it->started && it->state != State::done && it->state != State::failed) {
         it->cancel = true;
         resume(it);
@@ -412,7 +416,7 @@ void Executor::run_workgroup(const LaunchState& L, std::uint64_t wg_linear) {
   ensure_items(n, L.cfg.stack_bytes);
   const int ws = L.cfg.wave_size;
   for (std::size_t i = 0; i < n; ++i) {
-    Item* it = items[i].get();
+    Item* it = items[i];
     it->tid = unflatten(i, L.block);
     it->bid = bid;
     it->bdim = L.block;
@@ -442,7 +446,7 @@ void Executor::run_workgroup(const LaunchState& L, std::uint64_t wg_linear) {
     const Item* first_wait = nullptr;
     const Item* other_site = nullptr;
     for (std::size_t i = 0; i < n; ++i) {
-      Item* it = items[i].get();
+      Item* it = items[i];
       if (it->state == State::ready) {
         resume(it);
         if (it->state == State::failed) {
@@ -504,7 +508,7 @@ bool Executor::run_wave_collectives(std::size_t n) {
     const std::size_t w1 = std::min(n, w0 + static_cast<std::size_t>(ws));
     Item* lead = nullptr;
     for (std::size_t i = w0; i < w1; ++i) {
-      Item* it = items[i].get();
+      Item* it = items[i];
       if (it->state != State::at_wave) continue;
       if (!lead || it->wave_ops < lead->wave_ops ||
           (it->wave_ops == lead->wave_ops && it->site.line() < lead->site.line()))
@@ -516,7 +520,7 @@ bool Executor::run_wave_collectives(std::size_t n) {
     g.mfma = launch->cfg.mfma;
     g.active = 0;
     for (std::size_t i = w0; i < w1; ++i) {
-      Item* it = items[i].get();
+      Item* it = items[i];
       g.lanes[i - w0] = it;
       if (it->state == State::at_wave && same_site(it->site, lead->site) && it->op == lead->op)
         g.active |= lane_mask{1} << (i - w0);
