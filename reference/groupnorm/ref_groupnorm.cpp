@@ -143,29 +143,40 @@ Stats stats_fast(const GroupNormProblem& p, const Tensor& xt) {
   parallel_for(sh.N * sh.G, [&](std::int64_t item, int) {
     const std::int64_t n = item / sh.G, g = item % sh.G;
     std::vector<double> row(static_cast<std::size_t>(sh.Cg));
-    Dot2 sum, sum_abs;
+    // kLanes independent compensated sums (element j of a row goes to lane
+    // j % kLanes) break the loop-carried dependency of one long TwoSum chain;
+    // the lanes are then combined with another compensated sum.
+    constexpr std::size_t kLanes = 8;
+    Dot2 sum[kLanes], sum_abs[kLanes], sq[kLanes];
+    auto total = [](const Dot2* lanes) {
+      Dot2 t;
+      for (std::size_t l = 0; l < kLanes; ++l) {
+        t.add(lanes[l].s);
+        t.add(lanes[l].c);
+      }
+      return t.value();
+    };
     for (std::int64_t s = 0; s < sh.S; ++s) {
       load_run(xt, sh.row(n, g, s), sh.Cg, row.data());
-      for (double v : row) {
-        sum.add(v);
-        sum_abs.add(std::fabs(v));
+      for (std::size_t j = 0; j < row.size(); ++j) {
+        sum[j % kLanes].add(row[j]);
+        sum_abs[j % kLanes].add(std::fabs(row[j]));
       }
     }
     const double M = static_cast<double>(sh.M);
-    const double mean = sum.value() / M;
-    Dot2 sq;
+    const double mean = total(sum) / M;
     for (std::int64_t s = 0; s < sh.S; ++s) {
       load_run(xt, sh.row(n, g, s), sh.Cg, row.data());
-      for (double v : row) {
-        const double d = v - mean;
-        sq.add(d * d);  // nonnegative terms: the products' roundings cost u relative in all
+      for (std::size_t j = 0; j < row.size(); ++j) {
+        const double d = row[j] - mean;
+        sq[j % kLanes].add(d * d);  // nonnegative terms: the products' roundings cost u relative in all
       }
     }
     const std::size_t k = static_cast<std::size_t>(item);
     st.mean[k] = mean;
-    st.var[k] = sq.value() / M;
+    st.var[k] = total(sq) / M;
     st.rstd[k] = 1.0 / std::sqrt(st.var[k] + p.eps);
-    st.mean_abs[k] = sum_abs.value() / M;
+    st.mean_abs[k] = total(sum_abs) / M;
   });
   return st;
 }
@@ -184,12 +195,14 @@ Outputs fwd_fast(const GroupNormProblem& p, const Inputs& in) {
     const std::int64_t ng = item / chunks, chunk = item % chunks, n = ng / sh.G, g = ng % sh.G;
     const double mean = st.mean[static_cast<std::size_t>(ng)], rstd = st.rstd[static_cast<std::size_t>(ng)];
     const std::int64_t s1 = std::min(sh.S, (chunk + 1) * kRows);
+    std::vector<double> xr(static_cast<std::size_t>(sh.Cg));
+    const double* gg = ga.data() + g * sh.Cg;
+    const double* bb = be.data() + g * sh.Cg;
     for (std::int64_t s = chunk * kRows; s < s1; ++s) {
       double* yr = y + sh.row(n, g, s);
-      load_run(xt, sh.row(n, g, s), sh.Cg, yr);
+      load_run(xt, sh.row(n, g, s), sh.Cg, xr.data());
       for (std::int64_t c = 0; c < sh.Cg; ++c) {
-        const double v = (yr[c] - mean) * rstd * ga[static_cast<std::size_t>(g * sh.Cg + c)] +
-                         be[static_cast<std::size_t>(g * sh.Cg + c)];
+        const double v = (xr[static_cast<std::size_t>(c)] - mean) * rstd * gg[c] + bb[c];
         yr[c] = p.relu ? relu(v) : v;
       }
     }
