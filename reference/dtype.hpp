@@ -24,9 +24,13 @@ namespace kgate {
 template <class To, class From>
 KGATE_HD inline To bit_cast(const From& from) {
   static_assert(sizeof(To) == sizeof(From));
-  To to;
-  std::memcpy(&to, &from, sizeof(To));
+#if defined(__CUDACC__) && !defined(__clang__)
+  To to;  // nvcc: memcpy is a device function
+  memcpy(&to, &from, sizeof(To));
   return to;
+#else
+  return __builtin_bit_cast(To, from);
+#endif
 }
 
 // ---------------------------------------------------------------------------

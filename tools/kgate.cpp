@@ -17,6 +17,7 @@
 #include "kernels/api.hpp"
 #include "oracles/oracle.hpp"
 #include "reference/conv3d/ref.hpp"
+#include "tools/bitwise_cmd.hpp"
 #include "tools/gate.hpp"
 #include "tools/verify.hpp"
 
@@ -167,8 +168,18 @@ int main(int argc, char** argv) {
   ref_cmd->add_option("--impl", impl, "direct | fast | mpfr | dot2")->capture_default_str();
   ref_cmd->add_option("--out", out, "output folder")->required();
 
+  std::string bitwise_path = bitwise_default_path();
+  auto* bitwise_cmd = app.add_subcommand("bitwise", "The bitwise corpus");
+  bitwise_cmd->require_subcommand(1);
+  auto* bmake = bitwise_cmd->add_subcommand("make", "Regenerate corpus/bitwise.json from the references");
+  bmake->add_option("--out", bitwise_path, "corpus file")->capture_default_str();
+  bmake->add_flag("--check", check, "regenerate in memory and fail if the file differs by one byte");
+  auto* brun = bitwise_cmd->add_subcommand("run", "Run the kernels on the bitwise corpus and compare digests");
+  brun->add_option("--corpus", bitwise_path, "corpus file")->capture_default_str();
+
   VerifyOptions vopt;
   vopt.corpus = corpus_path;
+  vopt.bitwise = bitwise_path;
   auto* verify = app.add_subcommand("verify", "Run the gate over the corpus");
   add_verify_options(*verify, vopt);
 
@@ -182,6 +193,8 @@ int main(int argc, char** argv) {
     if (*desc) return cmd_desc(descriptor, json);
     if (*gen) return cmd_gen(descriptor, fill, seed, out);
     if (*make) return cmd_corpus_make(corpus_path, check);
+    if (*bmake) return bitwise_make(bitwise_path, check);
+    if (*brun) return bitwise_run(bitwise_path);
     if (*check_cmd) return cmd_check(descriptor, check_fill, seed, backend, repeats);
     if (*ref_cmd) return cmd_ref(descriptor, inputs_dir, impl, out);
     if (*verify) return run_verify(vopt);

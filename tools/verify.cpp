@@ -20,6 +20,7 @@
 #include "reference/json.hpp"
 #include "reference/npy.hpp"
 #include "kernels/api.hpp"
+#include "tools/bitwise_cmd.hpp"
 #include "tools/gate.hpp"
 
 namespace kgate {
@@ -38,6 +39,7 @@ void add_verify_options(CLI::App& cmd, VerifyOptions& opt) {
   cmd.add_option("--jobs,-j", opt.jobs, "problems run in parallel")->check(CLI::Range(1, 256))->capture_default_str();
   cmd.add_option("--seed", opt.seed, "generator seed")->capture_default_str();
   cmd.add_option("--repeats", opt.repeats, "extra kernel runs per fill that must reproduce the digests")->check(CLI::Range(0, 1000))->capture_default_str();
+  cmd.add_option("--bitwise", opt.bitwise, "bitwise corpus file ('' skips it)")->capture_default_str();
   cmd.add_option("--report", opt.report, "JSON report file")->capture_default_str();
   cmd.add_option("--junit", opt.junit, "JUnit XML file")->capture_default_str();
 }
@@ -265,11 +267,19 @@ int run_verify(const VerifyOptions& opt) {
     std::cout << "\n";
   }
   std::cout << "worst margin: largest tier-2 error/bound (fails above 1)\n";
-  std::cout << "\n" << (failures ? "FAILED" : "OK") << ": " << failures << " of " << results.size()
-            << " problems failed (" << std::fixed << std::setprecision(1) << seconds << " s)\n";
+  int bw_passed = 0, bw_failed = 0, bw_unimpl = 0;
+  if (!opt.bitwise.empty()) {
+    std::cout << "\n";
+    bitwise_run(opt.bitwise, false, &bw_passed, &bw_failed, &bw_unimpl);
+    failures += bw_failed;
+  }
+  std::cout << "\n" << (failures ? "FAILED" : "OK") << ": " << failures << " of "
+            << results.size() + static_cast<std::size_t>(bw_passed + bw_failed) << " checks failed (" << std::fixed << std::setprecision(1) << seconds << " s)\n";
 
   nlohmann::json report{{"backend", kernels::backend_name()}, {"corpus", opt.corpus}, {"full", opt.full},
                         {"seed", opt.seed}, {"seconds", seconds}, {"failures", failures},
+                        {"bitwise", {{"corpus", opt.bitwise}, {"passed", bw_passed}, {"failed", bw_failed},
+                                     {"without_kernel", bw_unimpl}}},
                         {"problems", nlohmann::json::array()}};
   for (const auto& r : results) report["problems"].push_back(r.to_json());
   if (!opt.report.empty()) write_file_atomic(opt.report, report.dump(1) + "\n");

@@ -20,6 +20,7 @@ struct VerifyOptions {
   int jobs = 1;
   std::uint64_t seed = 1;
   int repeats = 1;                       // extra kernel runs that must reproduce the digests
+  std::string bitwise;                   // bitwise corpus ("" skips it)
   std::string report = "kgate-report.json";
   std::string junit = "kgate-junit.xml";
 };

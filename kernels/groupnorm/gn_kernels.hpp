@@ -23,16 +23,6 @@
 
 #include "kernels/runtime/runtime.hpp"
 
-// Full unrolling of a loop with a constant trip count (keeps indexed
-// register arrays out of scratch on the GPU backends).
-#ifndef KGATE_UNROLL
-#if defined(__HIP__) || defined(__CUDACC__)
-#define KGATE_UNROLL _Pragma("unroll")
-#else
-#define KGATE_UNROLL _Pragma("GCC unroll 8")
-#endif
-#endif
-
 namespace kgate::kernels::gn {
 
 inline constexpr int kThreads = 256;

@@ -13,6 +13,14 @@
 
 #include "reference/dtype.hpp"  // KGATE_HD, kgate::bf16, kgate::fp16
 
+// KGATE_UNROLL before a loop with a constant trip count unrolls it fully on
+// every backend (keeps indexed register arrays out of scratch on the GPUs).
+#if defined(__HIP__) || defined(__CUDACC__)
+#define KGATE_UNROLL _Pragma("unroll")
+#else
+#define KGATE_UNROLL _Pragma("GCC unroll 16")
+#endif
+
 namespace kgate::rt {
 
 enum class Backend : std::uint8_t { host, hip, cuda };

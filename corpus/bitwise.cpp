@@ -1,0 +1,151 @@
+#include "corpus/bitwise.hpp"
+
+#include "corpus/corpus_file.hpp"
+#include "corpus/unet.hpp"
+#include "reference/conv3d/ref.hpp"
+#include "reference/descriptor.hpp"
+#include "reference/digest.hpp"
+#include "reference/error.hpp"
+#include "reference/json.hpp"
+
+namespace kgate::corpus {
+
+std::vector<Problem> bitwise_problems() {
+  // Shapes (after the op.dir and dtype): plain, adapter form, and a grouped,
+  // strided, dilated one with asymmetric padding.
+  const char* conv_shapes[] = {
+      "n1 c8 k8 d6 kd3 p1",
+      "n1 c8 k8 d6 h5 w4 kd3 pd0 ph1 pw1 form=adapter halo=1,0,0",
+      "n2 c8 k12 g4 d9 h8 w7 kd3 s2 dil2 pd2:1 ph1 pw0:2",
+  };
+  const char* convt_shapes[] = {
+      "n1 c8 k4 d3 kd2 s2",
+      "n1 c6 k6 g3 d4 h3 w5 kd3 s2 p1 op1",
+  };
+  const char* dtypes[] = {"bf16", "fp16", "fp32"};
+  std::vector<Problem> out;
+  for (const char* op : {"conv3d", "conv_transpose3d"}) {
+    const bool t = std::string(op) == "conv_transpose3d";
+    for (const char* dir : {"fwd", "bwd_data", "bwd_weight"})
+      for (const char* dt : dtypes) {
+        const auto& shapes = t ? std::vector<const char*>(std::begin(convt_shapes), std::end(convt_shapes))
+                               : std::vector<const char*>(std::begin(conv_shapes), std::end(conv_shapes));
+        for (std::size_t i = 0; i < shapes.size(); ++i) {
+          std::string d = std::string(op) + "." + dir + " " + dt + " " + shapes[i];
+          // Bias (and db) on one shape per direction where it is defined.
+          if (i == 0 && std::string(dir) != "bwd_data") d += " bias";
+          out.push_back(parse_descriptor(d));
+        }
+      }
+  }
+  for (const char* d : {"groupnorm.fwd bf16 n1 c64 g8 d4 relu", "groupnorm.fwd fp16:fp16 n2 c24 g3 d3 h4 w5",
+                        "groupnorm.fwd fp32 n1 c16 g4 d5 relu noaffine"})
+    out.push_back(parse_descriptor(d));
+  return out;
+}
+
+Fill bitwise_fill(const Problem& p) {
+  if (std::holds_alternative<ConvProblem>(p)) return lattice_fill(p, kBitwiseSeed);
+  return parse_fill("gn_exact:constant=1", kBitwiseSeed);
+}
+
+namespace {
+
+// The outputs a bitwise entry digests: every conv output; GroupNorm's y and mean.
+bool exact_role(const Problem& p, Role r) {
+  return std::holds_alternative<ConvProblem>(p) || r == Role::y || r == Role::mean;
+}
+
+}  // namespace
+
+std::map<Role, Tensor> bitwise_inputs(const BitwiseEntry& e) {
+  const Fill& f = e.fill;
+  std::map<Role, Tensor> in;
+  for (const auto& s : inputs(e.problem))
+    if (!s.derived) {
+      Tensor t(s.dtype, s.dims);
+      fill_tensor(f, e.problem, s.role, t);
+      in.emplace(s.role, std::move(t));
+    }
+  for (auto& [r, t] : ref::derived_inputs(e.problem, ref::refs(in))) in.emplace(r, std::move(t));
+  return in;
+}
+
+std::map<Role, Tensor> bitwise_expected(const Problem& p, const std::map<Role, Tensor>& in) {
+  std::map<Role, Tensor> out;
+  const ref::Outputs want = ref::run_reference(p, ref::refs(in), ref::Impl::fast);
+  for (const auto& s : outputs(p))
+    if (exact_role(p, s.role)) out.emplace(s.role, want.at(s.role).to(s.dtype));
+  return out;
+}
+
+BitwiseEntry make_bitwise_entry(const Problem& p) {
+  BitwiseEntry e{to_descriptor(p), p, bitwise_fill(p), {}};
+  for (const auto& [r, t] : bitwise_expected(p, bitwise_inputs(e))) e.digests[r] = digest(t);
+  return e;
+}
+
+nlohmann::json bitwise_document(const std::vector<BitwiseEntry>& entries) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& e : entries) {
+    nlohmann::json d = nlohmann::json::object();
+    for (const auto& [r, h] : e.digests) d[std::string(name(r))] = h;
+    arr.push_back({{"descriptor", e.descriptor}, {"problem", to_json(e.problem)}, {"fill", to_json(e.fill)}, {"digests", d}});
+  }
+  return {{"provenance",
+           {{"generator", "kgate bitwise make"},
+            {"generator_version", kGeneratorVersion},
+            {"expected", "fp64 reference (exact on lattice inputs) rounded once to each output dtype"}}},
+          {"entries", arr}};
+}
+
+std::vector<BitwiseEntry> load_bitwise(const std::string& path) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(read_text(path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(path, std::string("malformed JSON: ") + e.what());
+  }
+  if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array())
+    throw InputError(path + ": entries", "missing or not an array");
+  for (auto it = doc.begin(); it != doc.end(); ++it)
+    if (it.key() != "provenance" && it.key() != "entries") throw InputError(path + ": " + it.key(), "unknown field");
+  std::vector<BitwiseEntry> out;
+  const auto& arr = doc["entries"];
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    const std::string where = path + ": entries[" + std::to_string(i) + "]";
+    const auto& j = arr[i];
+    if (!j.is_object()) throw InputError(where, "expected a JSON object");
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "descriptor" && it.key() != "problem" && it.key() != "fill" && it.key() != "digests")
+        throw InputError(where + "." + it.key(), "unknown field");
+    for (const char* k : {"descriptor", "problem", "fill", "digests"})
+      if (!j.contains(k)) throw InputError(where + "." + k, "missing");
+    BitwiseEntry e;
+    if (!j["descriptor"].is_string()) throw InputError(where + ".descriptor", "expected a string");
+    e.descriptor = j["descriptor"].get<std::string>();
+    e.problem = problem_from_json(j["problem"], where + ".problem");
+    if (to_descriptor(e.problem) != e.descriptor)
+      throw InputError(where + ".descriptor", "'" + e.descriptor + "' disagrees with the problem");
+    e.fill = fill_from_json(j["fill"], where + ".fill");
+    if (!j["digests"].is_object() || j["digests"].empty()) throw InputError(where + ".digests", "expected a non-empty object");
+    for (auto it = j["digests"].begin(); it != j["digests"].end(); ++it) {
+      Role role{};
+      bool found = false;
+      for (const auto& s : outputs(e.problem))
+        if (name(s.role) == it.key()) {
+          role = s.role;
+          found = true;
+        }
+      if (!found) throw InputError(where + ".digests." + it.key(), "not an output of " + op_dir_name(e.problem));
+      const std::string h = it->is_string() ? it->get<std::string>() : "";
+      if (h.size() != 32 || h.find_first_not_of("0123456789abcdef") != std::string::npos)
+        throw InputError(where + ".digests." + it.key(), "expected 32 lowercase hex digits");
+      e.digests[role] = h;
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace kgate::corpus
