@@ -7,10 +7,12 @@
 //
 // Counters: GFLOPs = flops()/time (flops of the full contraction, padding taps
 // included); vs_gemm = that rate over the all-threads Eigen GEMM rate
-// (ref_threads() independent 1024^3 products at once); extra_MiB = peak
-// resident memory during the call beyond the inputs and the fp64 outputs
-// (/proc/self/clear_refs resets the peak before each call).
+// (ref_threads() independent 1024^3 products at once, measured once per
+// process, so filter the GEMM benchmark in beside the ones you compare);
+// extra_MiB = peak resident memory during the call beyond the inputs and the
+// fp64 outputs (/proc/self/clear_refs resets the peak before each call).
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 
 #include <Eigen/Core>
 #include <chrono>
@@ -39,7 +41,10 @@ long status_kib(const char* key) {
     if (line.compare(0, k.size(), k) == 0) return std::stol(line.substr(k.size() + 1));
   return -1;
 }
+// Returns freed heap memory to the system first, so that the baseline is the
+// live data and memory reused from earlier calls is counted as new.
 void reset_peak_rss() {
+  malloc_trim(0);
   std::ofstream f("/proc/self/clear_refs");
   f << "5";
 }
