@@ -7,7 +7,7 @@
 //
 // Counters: GFLOPs = flops()/time (flops of the full contraction, padding taps
 // included); vs_gemm = that rate over the all-threads Eigen GEMM rate
-// (ref_threads() independent 1024^3 products at once, measured once per
+// (ref_threads() independent 1024^3 products at once, best of 5, once per
 // process, so filter the GEMM benchmark in beside the ones you compare);
 // extra_MiB = peak resident memory during the call beyond the inputs and the
 // fp64 outputs (/proc/self/clear_refs resets the peak before each call).
@@ -15,6 +15,7 @@
 #include <malloc.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -74,11 +75,19 @@ double& gemm_rate() {  // GFLOP/s, all threads; measured by BM_EigenGemm
   return r;
 }
 
+// The machine's rate is the best of kGemmTrials (the machine may be shared).
+constexpr int kGemmTrials = 5;
+double best_gemm_seconds(int threads, int n) {
+  double best = 1e300;
+  for (int t = 0; t < kGemmTrials; ++t) best = std::min(best, gemm_seconds(threads, n, 2));
+  return best;
+}
+
 void BM_EigenGemm(benchmark::State& st) {
   const int threads = static_cast<int>(st.range(0)), n = 1024;
   double secs = 0;
   for (auto _ : st) {
-    secs = gemm_seconds(threads, n, 2);
+    secs = best_gemm_seconds(threads, n);
     st.SetIterationTime(secs);
   }
   const double gf = 2.0 * n * n * n * 2 * threads / secs / 1e9;
@@ -88,7 +97,7 @@ void BM_EigenGemm(benchmark::State& st) {
 }
 
 double ensure_gemm_rate() {
-  if (gemm_rate() == 0) gemm_rate() = 2.0 * 1024.0 * 1024 * 1024 * 2 * ref_threads() / gemm_seconds(ref_threads(), 1024, 2) / 1e9;
+  if (gemm_rate() == 0) gemm_rate() = 2.0 * 1024.0 * 1024 * 1024 * 2 * ref_threads() / best_gemm_seconds(ref_threads(), 1024) / 1e9;
   return gemm_rate();
 }
 

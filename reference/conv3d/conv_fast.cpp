@@ -197,7 +197,7 @@ void scatter(const ConvGeom& g, const Tensor& small, const std::vector<double>& 
 // the slots are reduced in order, so the result does not depend on threads.
 void wgrad(const ConvGeom& g, const Tensor& small, const Tensor& large, double* dw) {
   const std::int64_t width = g.taps * g.clg;
-  const std::int64_t rows = block_rows(width);
+  const std::int64_t rows = block_rows(width) * kWgradRowFactor;
   const auto work = blocks(g, g.s_pos, rows);
   const std::int64_t q = static_cast<std::int64_t>(work.size());
   const std::int64_t wsize = g.cs * width;
