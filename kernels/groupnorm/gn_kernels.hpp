@@ -1,6 +1,8 @@
-// GroupNorm kernels for NDHWC tensors: statistics (Welford per thread, Chan
-// combine across threads and chunks), normalize + affine + fused ReLU, and the
-// backward pass. One source for every backend (kernels/runtime/runtime.hpp).
+// GroupNorm kernels for NDHWC tensors: statistics (two-pass moments per
+// vector of V channels, Chan-combined within a work-item, a chunk and across
+// chunks: the pairwise Welford family of ORACLES.md), normalize + affine +
+// fused ReLU, and the backward pass. One source for every backend
+// (kernels/runtime/runtime.hpp).
 //
 // Determinism by construction: no floating-point atomics; each chunk of rows
 // is reduced by one workgroup in a fixed order, and chunk partials are
@@ -112,11 +114,23 @@ struct Moments {
   float n = 0.0f, mean = 0.0f, m2 = 0.0f;
 };
 
-KGATE_DEVICE void welford_add(Moments& s, float x) {
-  s.n = s.n + 1.0f;
-  const float d = x - s.mean;
-  s.mean = s.mean + d / s.n;
-  s.m2 = s.m2 + d * (x - s.mean);
+// Two-pass moments of V values (V a power of two, so the division is exact):
+// combined into a running accumulator with Chan's formula, one division per
+// V elements instead of Welford's one per element.
+template <int V>
+KGATE_DEVICE Moments vector_moments(const float (&v)[V]) {
+  float sum = 0.0f;
+KGATE_UNROLL
+  for (int i = 0; i < V; ++i) sum = sum + v[i];
+  Moments m;
+  m.n = static_cast<float>(V);
+  m.mean = sum * (1.0f / static_cast<float>(V));
+KGATE_UNROLL
+  for (int i = 0; i < V; ++i) {
+    const float d = v[i] - m.mean;
+    m.m2 = m.m2 + d * d;
+  }
+  return m;
 }
 
 // Chan et al.'s pairwise combine. Exact counts (integers below 2^24).
@@ -178,8 +192,7 @@ KGATE_UNROLL
         if (ci >= g.col_iters || col >= cols) continue;
         float v[V];
         load_f32<Tin, V>(static_cast<const Tin*>(a.x) + (n * g.S + r) * g.C + col * V, v);
-KGATE_UNROLL
-        for (int i = 0; i < V; ++i) welford_add(st[ci], v[i]);
+        st[ci] = chan(st[ci], vector_moments<V>(v));
       }
     }
   }
@@ -271,10 +284,12 @@ KGATE_KERNEL_BOUNDS(gn_fwd_finalize, kThreads, FwdArgs a) {
 // ---------------------------------------------------------------------------
 // Forward 3: normalize + affine + ReLU, one pass.
 
+// Chunks run in the reverse of the statistics pass's order, so that on a GPU
+// the chunks read last by the statistics (still in the L2 cache) are read first.
 template <class Tin, class Tout, int V>
 KGATE_KERNEL_BOUNDS(gn_fwd_apply, kThreads, FwdArgs a) {
   const Geometry& g = a.g;
-  const std::int64_t chunk = rt::block_idx().x, n = rt::block_idx().y;
+  const std::int64_t chunk = g.chunks - 1 - rt::block_idx().x, n = g.N - 1 - rt::block_idx().y;
   const Slot s = slot_of(g, chunk);
   if (!s.active) return;
   const std::int64_t cols = g.C / V;

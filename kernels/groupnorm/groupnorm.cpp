@@ -29,8 +29,11 @@ gn::Geometry geometry(const GroupNormProblem& p) {
   g.width = static_cast<int>(std::min<std::int64_t>(cols, gn::kThreads));
   g.rows_par = gn::kThreads / g.width;
   g.col_iters = static_cast<int>((cols + g.width - 1) / g.width);
-  // About 16 rows per work-item per chunk.
-  g.chunk_rows = std::min<std::int64_t>(g.S, static_cast<std::int64_t>(g.rows_par) * 16);
+  // About 16 rows per work-item per chunk, more when the grid would pass
+  // 65535 chunks (a multiple of rows_par either way).
+  const std::int64_t base = static_cast<std::int64_t>(g.rows_par) * 16;
+  const std::int64_t min_rows = (g.S + 65534) / 65535;
+  g.chunk_rows = std::min<std::int64_t>(g.S, std::max(base, (min_rows + g.rows_par - 1) / g.rows_par * g.rows_par));
   g.chunks = (g.S + g.chunk_rows - 1) / g.chunk_rows;
   return g;
 }
@@ -118,7 +121,7 @@ Support groupnorm_supported(const GroupNormProblem& p) {
   if (g.col_iters > gn::kMaxColIters)
     return {false, "C / V = " + std::to_string(g.C / g.V) + " columns exceeds " +
                        std::to_string(gn::kThreads * gn::kMaxColIters) + " (V = " + std::to_string(g.V) + ")"};
-  if (g.chunks > 65535 || p.n > 65535) return {false, "grid too large (chunks or N above 65535)"};
+  if (p.n > 65535) return {false, "N above 65535 (grid y)"};
   if (g.Cg * g.S >= (std::int64_t{1} << 31)) return {false, "group of 2^31 elements or more"};
   return {};
 }
@@ -127,7 +130,7 @@ Plan groupnorm_plan(const GroupNormProblem& p) {
   const gn::Geometry g = geometry(p);
   Plan pl;
   pl.op = "groupnorm." + std::string(name(p.dir));
-  pl.variant = "welford-chunked/v" + std::to_string(g.V);
+  pl.variant = "chan-chunked/v" + std::to_string(g.V);
   pl.params = {{"threads", gn::kThreads}, {"V", g.V},           {"chunk_rows", g.chunk_rows},
                {"chunks", g.chunks},      {"rows_par", g.rows_par}, {"col_iters", g.col_iters}};
   const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
@@ -138,11 +141,12 @@ Plan groupnorm_plan(const GroupNormProblem& p) {
     pl.steps = {{"gn_fwd_stats", {cx, n, 1}, {gn::kThreads, 1, 1}, 0},
                 {"gn_fwd_finalize", {gg, n, 1}, {gn::kThreads, 1, 1}, 0},
                 {"gn_fwd_apply", {cx, n, 1}, {gn::kThreads, 1, 1}, 0}};
-    // Statistics of one group: a work-item's Welford over its rows and V
-    // channels, then its chunk's slots in sequence, then a work-item's chunk
-    // partials in sequence, then a tree over the finalize workgroup.
+    // Statistics of one group: a vector's V values summed in sequence, a
+    // work-item's vectors Chan-combined in sequence, then its chunk's slots,
+    // then a work-item's chunk partials (all in sequence), then a tree over
+    // the finalize workgroup.
     ReductionPlan stats;
-    stats.length = rows_per_item * g.V + g.rows_par * (g.Cg / g.V) + tree_seq;
+    stats.length = g.V + rows_per_item + g.rows_par * (g.Cg / g.V) + tree_seq;
     stats.splits = std::min<std::int64_t>(g.chunks, gn::kThreads);
     stats.combine = PartialCombine::tree;
     ReductionPlan y = stats;
