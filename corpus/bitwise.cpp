@@ -58,18 +58,7 @@ bool exact_role(const Problem& p, Role r) {
 
 }  // namespace
 
-std::map<Role, Tensor> bitwise_inputs(const BitwiseEntry& e) {
-  const Fill& f = e.fill;
-  std::map<Role, Tensor> in;
-  for (const auto& s : inputs(e.problem))
-    if (!s.derived) {
-      Tensor t(s.dtype, s.dims);
-      fill_tensor(f, e.problem, s.role, t);
-      in.emplace(s.role, std::move(t));
-    }
-  for (auto& [r, t] : ref::derived_inputs(e.problem, ref::refs(in))) in.emplace(r, std::move(t));
-  return in;
-}
+std::map<Role, Tensor> bitwise_inputs(const BitwiseEntry& e) { return ref::make_inputs(e.problem, e.fill); }
 
 std::map<Role, Tensor> bitwise_expected(const Problem& p, const std::map<Role, Tensor>& in) {
   std::map<Role, Tensor> out;
@@ -100,12 +89,7 @@ nlohmann::json bitwise_document(const std::vector<BitwiseEntry>& entries) {
 }
 
 std::vector<BitwiseEntry> load_bitwise(const std::string& path) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(read_text(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path, std::string("malformed JSON: ") + e.what());
-  }
+  const nlohmann::json doc = read_json(path);
   if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array())
     throw InputError(path + ": entries", "missing or not an array");
   for (auto it = doc.begin(); it != doc.end(); ++it)

@@ -1,6 +1,8 @@
 #include "corpus/corpus_file.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +10,7 @@
 #include "reference/descriptor.hpp"
 #include "reference/error.hpp"
 #include "reference/json.hpp"
+#include "reference/npy.hpp"
 
 namespace kgate::corpus {
 
@@ -19,13 +22,43 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-std::vector<Entry> load_shapes(const std::string& path) {
-  nlohmann::json doc;
+nlohmann::json read_json(const std::string& path) {
   try {
-    doc = nlohmann::json::parse(read_text(path));
+    return nlohmann::json::parse(read_text(path));
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(path, std::string("malformed JSON: ") + e.what());
   }
+}
+
+int write_or_check(const std::string& path, const std::string& text, bool check, const std::string& remedy) {
+  if (!check) {
+    write_file_atomic(path, text);
+    std::cout << "wrote " << path << " (" << text.size() << " bytes)\n";
+    return 0;
+  }
+  const std::string committed = read_text(path);
+  if (committed == text) {
+    std::cout << path << ": up to date (" << text.size() << " bytes)\n";
+    return 0;
+  }
+  std::size_t line = 1, i = 0;
+  while (i < committed.size() && i < text.size() && committed[i] == text[i]) line += committed[i++] == '\n';
+  auto line_at = [](const std::string& s, std::size_t pos) {
+    const std::size_t b = s.rfind('\n', pos == 0 ? 0 : pos - 1);
+    const std::size_t start = b == std::string::npos ? 0 : b + 1;
+    return s.substr(start, s.find('\n', start) - start);
+  };
+  std::cerr << path << ": differs from the regenerated file (committed " << committed.size()
+            << " bytes, regenerated " << text.size() << " bytes)\n"
+            << "  first difference at line " << line << "\n"
+            << "  committed:   " << line_at(committed, i) << "\n"
+            << "  regenerated: " << line_at(text, i) << "\n"
+            << "  " << remedy << "\n";
+  return 1;
+}
+
+std::vector<Entry> load_shapes(const std::string& path) {
+  const nlohmann::json doc = read_json(path);
   if (!doc.is_object()) throw InputError(path, "expected a JSON object");
   for (auto it = doc.begin(); it != doc.end(); ++it)
     if (it.key() != "provenance" && it.key() != "configurations" && it.key() != "problems")

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "reference/problem.hpp"
 
 namespace kgate::corpus {
@@ -24,5 +26,14 @@ std::vector<Entry> load_shapes(const std::string& path);
 
 // The text of a file, or InputError(path) when it cannot be read.
 std::string read_text(const std::string& path);
+
+// A file's JSON, or InputError(path) naming the parse error.
+nlohmann::json read_json(const std::string& path);
+
+// The `make` / `make --check` of a generated corpus file. Without check:
+// writes `text` to path atomically. With check: compares byte for byte with
+// the committed file, never modifies it, and on a difference prints the
+// sizes, the first differing line on both sides and `remedy`. Exit code.
+int write_or_check(const std::string& path, const std::string& text, bool check, const std::string& remedy);
 
 }  // namespace kgate::corpus

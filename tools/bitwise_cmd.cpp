@@ -19,23 +19,8 @@ std::string bitwise_default_path() { return std::string(KGATE_SOURCE_DIR) + "/co
 int bitwise_make(const std::string& path, bool check) {
   std::vector<corpus::BitwiseEntry> entries;
   for (const Problem& p : corpus::bitwise_problems()) entries.push_back(corpus::make_bitwise_entry(p));
-  const std::string text = corpus::dump(corpus::bitwise_document(entries));
-  if (!check) {
-    write_file_atomic(path, text);
-    std::cout << "wrote " << path << " (" << entries.size() << " entries)\n";
-    return 0;
-  }
-  const std::string committed = corpus::read_text(path);
-  if (committed == text) {
-    std::cout << path << ": up to date (" << entries.size() << " entries)\n";
-    return 0;
-  }
-  std::size_t line = 1, i = 0;
-  while (i < committed.size() && i < text.size() && committed[i] == text[i]) line += committed[i++] == '\n';
-  std::cerr << path << ": differs from the regenerated bitwise corpus at line " << line
-            << " (committed " << committed.size() << " bytes, regenerated " << text.size()
-            << " bytes); run `kgate bitwise make` to update it\n";
-  return 1;
+  return corpus::write_or_check(path, corpus::dump(corpus::bitwise_document(entries)), check,
+                                "run `kgate bitwise make` to update it");
 }
 
 int bitwise_run(const std::string& path, bool quiet, int* n_passed, int* n_failed, int* n_unimpl) {

@@ -33,19 +33,6 @@ State worse(State a, State b) {
   return rank(b) > rank(a) ? b : a;
 }
 
-std::map<Role, Tensor> generate(const Problem& p, const Fill& f) {
-  std::map<Role, Tensor> in;
-  for (const auto& s : inputs(p))
-    if (!s.derived) {
-      Tensor t(s.dtype, s.dims);
-      fill_tensor(f, p, s.role, t);
-      in.emplace(s.role, std::move(t));
-    }
-  // Derived inputs (GroupNorm backward's statistics) from the reference.
-  for (auto& [r, t] : ref::derived_inputs(p, ref::refs(in))) in.emplace(r, std::move(t));
-  return in;
-}
-
 std::map<Role, const Tensor*> pointers(const std::map<Role, Tensor>& m) {
   std::map<Role, const Tensor*> r;
   for (const auto& [k, v] : m) r[k] = &v;
@@ -128,7 +115,7 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats) {
     FillResult fr;
     fr.fill = f;
     try {
-      const auto in = generate(p, f);
+      const auto in = ref::make_inputs(p, f);
       const auto got = kernels::run(p, plan, pointers(in));
       fr.digest = digests_of(got);
       for (int k = 0; k < repeats; ++k) {

@@ -98,32 +98,8 @@ int cmd_ref(const std::string& text, const std::string& inputs_dir, const std::s
 }
 
 int cmd_corpus_make(const std::string& path, bool check) {
-  const std::string text = corpus::dump(corpus::shapes_document(corpus::configurations()));
-  if (!check) {
-    write_file_atomic(path, text);
-    std::cout << "wrote " << path << " (" << text.size() << " bytes)\n";
-    return 0;
-  }
-  const std::string committed = corpus::read_text(path);
-  if (committed == text) {
-    std::cout << path << ": up to date (" << text.size() << " bytes)\n";
-    return 0;
-  }
-  // A short diff summary: first differing line and sizes.
-  std::size_t line = 1, i = 0;
-  while (i < committed.size() && i < text.size() && committed[i] == text[i]) line += committed[i++] == '\n';
-  auto line_at = [](const std::string& s, std::size_t pos) {
-    const std::size_t b = s.rfind('\n', pos == 0 ? 0 : pos - 1);
-    const std::size_t start = b == std::string::npos ? 0 : b + 1;
-    return s.substr(start, s.find('\n', start) - start);
-  };
-  std::cerr << path << ": differs from the regenerated corpus (committed " << committed.size()
-            << " bytes, regenerated " << text.size() << " bytes)\n"
-            << "  first difference at line " << line << "\n"
-            << "  committed:   " << line_at(committed, i) << "\n"
-            << "  regenerated: " << line_at(text, i) << "\n"
-            << "  run `kgate corpus make` to update it\n";
-  return 1;
+  return corpus::write_or_check(path, corpus::dump(corpus::shapes_document(corpus::configurations())), check,
+                                "run `kgate corpus make` to update it");
 }
 
 }  // namespace

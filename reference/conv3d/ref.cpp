@@ -31,6 +31,18 @@ Outputs derived_inputs(const Problem& p, const Inputs& in, Impl impl) {
   return groupnorm_derived_inputs(*g, in, impl);
 }
 
+Outputs make_inputs(const Problem& p, const Fill& fill) {
+  Outputs in;
+  for (const auto& s : inputs(p))
+    if (!s.derived) {
+      Tensor t(s.dtype, s.dims);
+      fill_tensor(fill, p, s.role, t);
+      in.emplace(s.role, std::move(t));
+    }
+  for (auto& [r, t] : derived_inputs(p, refs(in))) in.emplace(r, std::move(t));
+  return in;
+}
+
 void run_reference_files(const Problem& p, const std::string& inputs_dir, Impl impl, const std::string& out_dir) {
   namespace fs = std::filesystem;
   validate(p);

@@ -9,6 +9,7 @@
 
 #include "reference/conv3d/ref_common.hpp"
 #include "reference/conv3d/ref_conv.hpp"
+#include "reference/fill.hpp"
 #include "reference/groupnorm/ref_groupnorm.hpp"
 
 namespace kgate::ref {
@@ -27,6 +28,11 @@ Outputs abs_companion(const Problem& p, const Inputs& in);
 // The derived inputs of p (GroupNorm backward: mean, rstd) computed from the
 // others; empty for problems without derived inputs.
 Outputs derived_inputs(const Problem& p, const Inputs& in, Impl impl = Impl::fast);
+
+// Every input of p: the generated ones drawn from `fill`, the derived ones
+// from derived_inputs (fast). The input set the gate and the bitwise corpus
+// feed to both the kernel and the reference.
+Outputs make_inputs(const Problem& p, const Fill& fill);
 
 // Reads <inputs_dir>/<role>.npy for every input role of p (expected dtype =
 // the spec's; a missing derived input is computed with derived_inputs), runs

@@ -39,7 +39,7 @@ expect 2 'Could not convert|must be|not in' -- "$kgate" verify --jobs 0
 "$kgate" corpus make --out "$tmp/shapes.json" >/dev/null
 sed -i '0,/"calls_per_step": 1/s//"calls_per_step": 2/' "$tmp/shapes.json"
 before=$(md5sum "$tmp/shapes.json")
-expect 1 'differs from the regenerated corpus' -- "$kgate" corpus make --check --out "$tmp/shapes.json"
+expect 1 'differs from the regenerated file' -- "$kgate" corpus make --check --out "$tmp/shapes.json"
 [[ "$(md5sum "$tmp/shapes.json")" == "$before" ]] || { echo "FAIL: --check modified the file"; fails=$((fails + 1)); }
 # Generated inputs and their manifest.
 expect 0 'x.npy' -- "$kgate" gen "conv3d.fwd bf16 n1 c4 k4 d8 kd3 p1" --fill lattice --seed 3 --out "$tmp/in"

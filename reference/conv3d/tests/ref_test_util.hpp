@@ -25,7 +25,7 @@ inline Outputs clone(const Outputs& o) {
 }
 
 // Every generated (non-derived) input of p, filled by f.
-inline Outputs make_inputs(const Problem& p, const Fill& f) {
+inline Outputs generated_inputs(const Problem& p, const Fill& f) {
   Outputs in;
   for (const auto& s : inputs(p)) {
     if (s.derived) continue;

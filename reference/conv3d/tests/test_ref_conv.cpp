@@ -64,7 +64,7 @@ TEST_P(ConvAllDirs, DirectFastDot2MpfrAgree) {
   int i = 0;
   for (const ConvProblem& p : problems_for(op, dir, 14, 1000 + static_cast<int>(op) * 10 + static_cast<int>(dir))) {
     SCOPED_TRACE(to_descriptor(p));
-    const Outputs in = make_inputs(Problem{p}, parse_fill("signed", static_cast<std::uint64_t>(++i)));
+    const Outputs in = generated_inputs(Problem{p}, parse_fill("signed", static_cast<std::uint64_t>(++i)));
     const Outputs d = conv(p, refs(in), Impl::direct), f = conv(p, refs(in), Impl::fast);
     const Outputs m = conv(p, refs(in), Impl::mpfr), q = conv(p, refs(in), Impl::dot2);
     const Outputs A = conv_abs(p, refs(in), Impl::direct);
@@ -97,7 +97,7 @@ INSTANTIATE_TEST_SUITE_P(All, ConvAllDirs,
 // element of the fast result is caught.
 TEST(ConvRef, BoundCatchesASmallError) {
   const ConvProblem p = desc("conv3d.fwd fp32 n1 c4 k4 d5 kd3 p1");
-  const Outputs in = make_inputs(Problem{p}, parse_fill("signed", 3));
+  const Outputs in = generated_inputs(Problem{p}, parse_fill("signed", 3));
   Outputs f = conv(p, refs(in), Impl::fast);
   const Outputs m = conv(p, refs(in), Impl::mpfr), A = conv_abs(p, refs(in));
   ASSERT_TRUE(within(f.at(Role::y), m.at(Role::y), A.at(Role::y), vs_exact_factor(conv_depth(p))));
@@ -178,7 +178,7 @@ TEST(ConvRef, TransposedForwardIsPyTorchScatterAndConvBackwardData) {
   std::vector<ConvProblem> ps = problems_for(ConvOp::conv_transpose3d, ConvDir::fwd, 10, 77);
   for (const ConvProblem& t : ps) {
     SCOPED_TRACE(to_descriptor(t));
-    const Outputs in = make_inputs(Problem{t}, parse_fill("signed", 5));
+    const Outputs in = generated_inputs(Problem{t}, parse_fill("signed", 5));
     const Tensor* b = t.bias ? &in.at(Role::b) : nullptr;
     const Tensor want = convt_scatter(t, in.at(Role::x), in.at(Role::w), b);
     const Outputs A = conv_abs(t, refs(in));
@@ -269,7 +269,7 @@ TEST(ConvRef, GroupedIsConcatenationOfGroups) {
     for (ConvDir dir : {ConvDir::fwd, ConvDir::bwd_data, ConvDir::bwd_weight}) {
       const ConvProblem p = with_dir(desc(s), dir);
       SCOPED_TRACE(to_descriptor(p));
-      const Outputs in = make_inputs(Problem{p}, parse_fill("signed", 9));
+      const Outputs in = generated_inputs(Problem{p}, parse_fill("signed", 9));
       const Outputs whole = conv(p, refs(in), Impl::fast);
       ConvProblem pg = p;
       pg.groups = 1;
@@ -328,7 +328,7 @@ TEST(ConvRef, HaloFormEqualsLogicalForm) {
   hl.pad_front[0] = hl.pad_back[0] = 0;
   hl.validate();
   ASSERT_EQ(hl.out(), lg.out());
-  const Outputs in = make_inputs(Problem{lg}, parse_fill("signed", 11));
+  const Outputs in = generated_inputs(Problem{lg}, parse_fill("signed", 11));
   Tensor xh(DType::fp32, hl.x_dims());
   const std::int64_t plane = lg.in[1] * lg.in[2] * lg.cin;
   for (std::int64_t i = 0; i < in.at(Role::x).numel(); ++i) xh.set(i + plane, in.at(Role::x).get(i));
@@ -350,7 +350,7 @@ TEST(ConvRef, LatticeInputsAreExact) {
         p.src = DType::bf16;
         p.dst = DType::fp32;
         SCOPED_TRACE(to_descriptor(p));
-        const Outputs in = make_inputs(Problem{p}, lattice_fill(Problem{p}, 7 + static_cast<std::uint64_t>(rep)));
+        const Outputs in = generated_inputs(Problem{p}, lattice_fill(Problem{p}, 7 + static_cast<std::uint64_t>(rep)));
         const Outputs m = conv(p, refs(in), Impl::mpfr);
         const Outputs m32 = conv_mpfr_rounded(p, refs(in), DType::fp32);
         for (Impl impl : {Impl::direct, Impl::fast, Impl::dot2}) {
@@ -393,7 +393,7 @@ TEST(ConvRef, FastDoesNotDependOnThreadCount) {
                         "conv_transpose3d.fwd fp32 n1 c4 k4 d12 kd2 s2 bias"}) {
     const ConvProblem p = desc(s);
     SCOPED_TRACE(s);
-    const Outputs in = make_inputs(Problem{p}, parse_fill("signed", 13));
+    const Outputs in = generated_inputs(Problem{p}, parse_fill("signed", 13));
     ::setenv("KGATE_REF_THREADS", "1", 1);
     const Outputs one = conv(p, refs(in), Impl::fast);
     ::setenv("KGATE_REF_THREADS", "3", 1);
@@ -433,7 +433,7 @@ TEST(ConvRef, TwoProdAndTwoSumAreExact) {
 
 TEST(ConvRef, BadInputsAreInputErrors) {
   const ConvProblem p = desc("conv3d.fwd fp32 n1 c4 k4 d4 kd3 p1 bias");
-  Outputs in = make_inputs(Problem{p}, parse_fill("signed", 1));
+  Outputs in = generated_inputs(Problem{p}, parse_fill("signed", 1));
   in.erase(Role::b);
   try {
     conv(p, refs(in), Impl::fast);
@@ -455,7 +455,7 @@ TEST(ConvRef, BadInputsAreInputErrors) {
   } catch (const InputError& e) {
     EXPECT_TRUE(e.field() == "impl" || e.field() == "x");
   }
-  const Outputs bin = make_inputs(Problem{big}, parse_fill("signed", 1));
+  const Outputs bin = generated_inputs(Problem{big}, parse_fill("signed", 1));
   try {
     conv(big, refs(bin), Impl::mpfr);
     FAIL() << "mpfr accepted a large problem";
@@ -469,7 +469,7 @@ TEST(ConvRef, FilesRoundTrip) {
   const fs::path dir = fs::temp_directory_path() / ("kgate_ref_files_" + std::to_string(::getpid()));
   fs::create_directories(dir / "in");
   const Problem p = parse_descriptor("conv3d.bwd_weight bf16 n1 c4 k4 d5 kd3 p1 bias");
-  const Outputs in = make_inputs(p, parse_fill("signed", 21));
+  const Outputs in = generated_inputs(p, parse_fill("signed", 21));
   for (const auto& [role, t] : in) write_npy((dir / "in" / (std::string(kgate::name(role)) + ".npy")).string(), t.view());
   run_reference_files(p, (dir / "in").string(), Impl::direct, (dir / "out").string());
   const Outputs want = run_reference(p, refs(in), Impl::direct);

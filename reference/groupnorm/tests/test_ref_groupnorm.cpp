@@ -25,7 +25,7 @@ GroupNormProblem desc(const std::string& s) { return std::get<GroupNormProblem>(
 
 // Generated inputs plus the derived statistics (for the backward).
 Outputs gn_inputs(const GroupNormProblem& p, const Fill& f, Impl stats = Impl::fast) {
-  Outputs in = make_inputs(Problem{p}, f);
+  Outputs in = generated_inputs(Problem{p}, f);
   if (p.dir == GnDir::bwd)
     for (auto& [r, t] : groupnorm_derived_inputs(p, refs(in), stats)) in.emplace(r, std::move(t));
   return in;
@@ -169,7 +169,7 @@ void finite_difference_check(const char* descriptor) {
   // Draw inputs until every pre-activation is at least 0.02 from the ReLU
   // kink (a perturbation of 2^-30 then never crosses it), with some masked.
   for (std::uint64_t seed = 1; seed < 200; ++seed) {
-    Outputs in = make_inputs(Problem{bwd}, parse_fill("signed", seed));
+    Outputs in = generated_inputs(Problem{bwd}, parse_fill("signed", seed));
     // Statistics in fp64 (correctly rounded) so the analytic gradient is that
     // of the exact forward up to fp64 rounding.
     Inputs fin{{Role::x, std::cref(in.at(Role::x))}, {Role::gamma, std::cref(in.at(Role::gamma))},
@@ -235,7 +235,7 @@ TEST(GroupNormRef, DxSumsToZeroPerGroup) {
       for (bool exact_stats : {true, false}) {
         GroupNormProblem p = desc("groupnorm.bwd fp32 n2 c8 g2 d3 h2 w2");
         p.relu = relu;
-        Outputs in = make_inputs(Problem{p}, parse_fill("uniform:lo=-1,hi=3", 31));
+        Outputs in = generated_inputs(Problem{p}, parse_fill("uniform:lo=-1,hi=3", 31));
         SCOPED_TRACE(to_descriptor(p) + (constant ? " constant gamma" : " varying gamma") +
                      (exact_stats ? " fp64 stats" : " fp32 stats"));
         Tensor& ga = in.at(Role::gamma);
@@ -276,12 +276,12 @@ TEST(GroupNormRef, ExactFills) {
   for (const char* s : {"groupnorm.fwd bf16 n2 c8 g2 d3", "groupnorm.fwd fp32 n1 c6 g3 d2 h3 w1"}) {
     const GroupNormProblem p = desc(s);
     SCOPED_TRACE(s);
-    const Outputs cin = make_inputs(Problem{p}, parse_fill("gn_exact:mean=1024,constant=1", 5));
+    const Outputs cin = generated_inputs(Problem{p}, parse_fill("gn_exact:mean=1024,constant=1", 5));
     for (Impl impl : {Impl::direct, Impl::fast, Impl::mpfr}) {
       const Tensor y = take(groupnorm(p, refs(cin), impl), Role::y);
       for (std::int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(y.get(i), cin.at(Role::beta).get(i % p.c)) << name(impl);
     }
-    const Outputs in = make_inputs(Problem{p}, parse_fill("gn_exact:mean=1024", 6));
+    const Outputs in = generated_inputs(Problem{p}, parse_fill("gn_exact:mean=1024", 6));
     const Outputs m = groupnorm(p, refs(in), Impl::mpfr);
     for (Impl impl : {Impl::direct, Impl::fast}) {
       const Outputs r = groupnorm(p, refs(in), impl);
@@ -294,7 +294,7 @@ TEST(GroupNormRef, ExactFills) {
 
 TEST(GroupNormRef, FusedReluIsReluOfUnfused) {
   GroupNormProblem p = desc("groupnorm.fwd fp32 n2 c8 g4 d3 h2 w3");
-  const Outputs in = make_inputs(Problem{p}, parse_fill("signed", 8));
+  const Outputs in = generated_inputs(Problem{p}, parse_fill("signed", 8));
   for (Impl impl : {Impl::direct, Impl::fast, Impl::mpfr}) {
     p.relu = false;
     const Tensor plain = take(groupnorm(p, refs(in), impl), Role::y);
@@ -311,7 +311,7 @@ TEST(GroupNormRef, FusedReluIsReluOfUnfused) {
 
 TEST(GroupNormRef, DerivedInputsAndCompanion) {
   const GroupNormProblem p = desc("groupnorm.bwd bf16 n2 c8 g4 d3 relu");
-  const Outputs in = make_inputs(Problem{p}, parse_fill("signed", 12));
+  const Outputs in = generated_inputs(Problem{p}, parse_fill("signed", 12));
   const Outputs d = groupnorm_derived_inputs(p, refs(in));
   const Outputs dm = groupnorm_derived_inputs(p, refs(in), Impl::mpfr);
   GroupNormProblem fwd = p;
@@ -352,10 +352,10 @@ TEST(GroupNormRef, FilesComputeMissingDerivedInputs) {
   const fs::path dir = fs::temp_directory_path() / ("kgate_gn_files_" + std::to_string(::getpid()));
   fs::create_directories(dir / "in");
   const Problem p = parse_descriptor("groupnorm.bwd bf16 n1 c8 g2 d3 relu");
-  const Outputs in = make_inputs(p, parse_fill("signed", 2));
+  const Outputs in = generated_inputs(p, parse_fill("signed", 2));
   for (const auto& [role, t] : in) write_npy((dir / "in" / (std::string(kgate::name(role)) + ".npy")).string(), t.view());
   run_reference_files(p, (dir / "in").string(), Impl::fast, (dir / "out").string());
-  Outputs full = make_inputs(p, parse_fill("signed", 2));
+  Outputs full = generated_inputs(p, parse_fill("signed", 2));
   for (auto& [r, t] : derived_inputs(p, refs(full))) full.emplace(r, std::move(t));
   const Outputs want = run_reference(p, refs(full), Impl::fast);
   for (const auto& [role, t] : want)
@@ -365,7 +365,7 @@ TEST(GroupNormRef, FilesComputeMissingDerivedInputs) {
 
 TEST(GroupNormRef, MpfrRefusesLargeProblems) {
   const GroupNormProblem p = desc("groupnorm.fwd bf16 n1 c64 g8 d40");
-  const Outputs in = make_inputs(Problem{p}, parse_fill("signed", 1));
+  const Outputs in = generated_inputs(Problem{p}, parse_fill("signed", 1));
   try {
     groupnorm(p, refs(in), Impl::mpfr);
     FAIL();
