@@ -149,7 +149,7 @@ Report compare_conv(const ConvProblem& problem, Role output, const Tensor& refer
 // Backward: see oracles/groupnorm_bounds.cpp for the derivation.
 struct GroupNormInputs {
   const Tensor* x = nullptr;      // [N][D][H][W][C], as fed to both
-  const Tensor* dy = nullptr;     // bwd: as fed (ReLU-masked already when relu)
+  const Tensor* dy = nullptr;     // bwd: as fed to the kernel (with relu the oracle applies the mask)
   const Tensor* gamma = nullptr;  // [C] or nullptr when !affine (gamma = 1)
   const Tensor* beta = nullptr;   // [C] or nullptr (beta = 0)
   const Tensor* mean = nullptr;   // [N][G]: fwd: exact statistics (fp64); bwd: as fed to the kernel
