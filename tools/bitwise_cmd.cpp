@@ -55,6 +55,9 @@ int bitwise_run(const std::string& path, bool quiet, int* n_passed, int* n_faile
                   << std::setprecision(9) << a << " got " << b << "\n";
         ++shown;
       }
+      if (shown == 0)
+        std::cout << "  the kernel equals the reference on every element: the committed digest is stale "
+                     "(`kgate bitwise make` regenerates it)\n";
       std::cout << "  repro: kgate check '" << e.descriptor << "' --fill " << fill_string(e.fill) << " --seed "
                 << e.fill.seed << "\n";
     }

@@ -41,6 +41,17 @@ sed -i '0,/"calls_per_step": 1/s//"calls_per_step": 2/' "$tmp/shapes.json"
 before=$(md5sum "$tmp/shapes.json")
 expect 1 'differs from the regenerated file' -- "$kgate" corpus make --check --out "$tmp/shapes.json"
 [[ "$(md5sum "$tmp/shapes.json")" == "$before" ]] || { echo "FAIL: --check modified the file"; fails=$((fails + 1)); }
+# A wrong expected digest is a failure with evidence, and fails the gate.
+python3 - "$(dirname "$0")/../../corpus/bitwise.json" "$tmp/bw.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+e = next(e for e in d["entries"] if e["descriptor"].startswith("groupnorm.fwd"))
+e["digests"]["y"] = "0" * 32
+json.dump(d, open(sys.argv[2], "w"), indent=2)
+PY
+expect 1 'repro: kgate check .groupnorm.fwd' -- "$kgate" bitwise run --corpus "$tmp/bw.json"
+expect 1 'FAILED: 1 of' -- "$kgate" verify --filter op=groupnorm --filter config=A --bitwise "$tmp/bw.json" --report "$tmp/r2.json" --junit "$tmp/j2.xml"
+grep -q '"failures": 1' "$tmp/r2.json" || { echo "FAIL: report does not count the failure"; fails=$((fails + 1)); }
 # Generated inputs and their manifest.
 expect 0 'x.npy' -- "$kgate" gen "conv3d.fwd bf16 n1 c4 k4 d8 kd3 p1" --fill lattice --seed 3 --out "$tmp/in"
 [[ -f "$tmp/in/x.npy" && -f "$tmp/in/w.npy" && -f "$tmp/in/manifest.json" ]] || { echo "FAIL: gen outputs missing"; fails=$((fails + 1)); }
