@@ -182,7 +182,10 @@ Report decide(const ElementwiseCheck& c, const Tensor& reference, const Tensor& 
     }
     if (std::isnan(ref) || std::isinf(ref) || std::isinf(cand)) continue;  // agreeing specials
     ref_zero += ref == 0.0;
-    cand_zero += cand == 0.0;
+    // A candidate zero where the reference is nonzero but within its bound of
+    // zero is what a correct kernel may return (cancellation, underflow of a
+    // narrow output): it is no sign of an output never computed.
+    cand_zero += cand == 0.0 && (ref == 0.0 || std::fabs(ref) > b2);
     ++finite;
     const double e = std::fabs(cand - ref);
     // Tier 1: bitwise against the reference rounded once (+0 == -0: the sign
@@ -237,7 +240,9 @@ Report decide(const ElementwiseCheck& c, const Tensor& reference, const Tensor& 
   if (r.specials.nan_mismatch || r.specials.inf_mismatch) r.specials.state = State::failed;
 
   // Trust: a zero-heavy reference proves nothing; a candidate with far more
-  // zeros than the reference did not compute (benchdnn's "mistrusted").
+  // zeros than the reference did not compute (benchdnn's "mistrusted"). The
+  // candidate's zeros count where the reference is zero or beyond its bound
+  // from zero.
   r.trust.ref_zero_fraction = finite ? static_cast<double>(ref_zero) / static_cast<double>(finite) : 1.0;
   r.trust.cand_zero_fraction = finite ? static_cast<double>(cand_zero) / static_cast<double>(finite) : 1.0;
   std::ostringstream why;

@@ -96,6 +96,9 @@ struct ErrorStats {
 
 struct TrustResult {
   State state = State::passed;  // passed or untrusted
+  // cand_zero_fraction counts candidate zeros where the reference is zero or
+  // farther from zero than its tier-2 bound (a zero within the bound is a
+  // correct kernel's possible answer).
   double ref_zero_fraction = 0, cand_zero_fraction = 0;
   std::string reason;
 };

@@ -199,11 +199,29 @@ TEST(OracleChecks, ZeroHeavyReferenceIsUntrustedEvenWhenEqual) {
   EXPECT_EQ(r.tier2.state, State::passed);
   EXPECT_EQ(r.trust.state, State::untrusted);
   EXPECT_EQ(r.state, State::untrusted);
-  // Candidate with more zeros than the reference, within every bound.
-  const ElementwiseCheck c = core();
+  // Candidate zeros: trusted where the reference lies within its bound of
+  // zero, untrusted where it stands clear of it.
+  ElementwiseCheck c = core();
+  c.bound2.assign(4, 0.6);
   const Report z = decide(c, tensor(DType::fp64, {0.5, 0.5, 0.5, 1}), tensor(DType::fp32, {0, 0, 0.5, 1}), o);
   EXPECT_EQ(z.tier2.state, State::passed);
-  EXPECT_EQ(z.state, State::untrusted);
+  EXPECT_EQ(z.state, State::passed);  // |ref| 0.5 is within the bound 0.6 of zero
+  c.bound2.assign(4, 0.4);
+  Tensor cz = tensor(DType::fp32, {0, 0, 0.5, 1});
+  const Report w = decide(c, tensor(DType::fp64, {0.5, 0.5, 0.5, 1}), cz, o);
+  EXPECT_EQ(w.trust.state, State::untrusted);  // zeros where |ref| 0.5 exceeds the bound 0.4
+  EXPECT_EQ(w.tier2.state, State::failed);
+}
+
+// The fp16 underflow case RapidCheck found: a correct kernel's output of
+// noise level (|ref| far below its bound) rounds to zero; that is trusted.
+TEST(OracleChecks, ZerosWithinTheBoundOfZeroAreTrusted) {
+  ElementwiseCheck c = core(DType::fp16);
+  c.bound2 = {0.47, 0.47, 2.1, 2.1};
+  const Report r = decide(c, tensor(DType::fp64, {4.967e-08, -4.967e-08, 5.96e-07, -5.96e-07}),
+                          tensor(DType::fp16, {0, -5.96046448e-08, 5.96046448e-07, -5.96046448e-07}), Options{});
+  EXPECT_EQ(r.trust.state, State::passed) << r.trust.reason;
+  EXPECT_EQ(r.state, State::passed);
 }
 
 TEST(OracleChecks, ShapeMismatchAndBadInputsThrow) {
