@@ -173,6 +173,16 @@ KGATE_DEVICE float gn_forward_value(float x, float mean, float rstd, const float
   return relu_on ? relu(y) : y;
 }
 
+// dy under the fused ReLU's mask: zero where the forward's output, recomputed
+// exactly as the forward computes it and rounded to its stored dtype Ty, is
+// not > 0. The backward's reduce and apply passes share this one definition.
+template <class Ty>
+KGATE_DEVICE float relu_masked(float dy, float x, float mean, float rstd, const float* gamma, const float* beta,
+                               std::int64_t c) {
+  const float y = to_f32(from_f32<Ty>(gn_forward_value(x, mean, rstd, gamma, beta, c, 1)));
+  return y > 0.0f ? dy : 0.0f;
+}
+
 // ---------------------------------------------------------------------------
 // Forward 1: per-chunk, per-group moments.
 
@@ -335,11 +345,7 @@ KGATE_KERNEL_BOUNDS(gn_bwd_reduce, kThreads, BwdArgs a) {
         load_f32<Tin, V>(static_cast<const Tin*>(a.x) + off, x);
         load_f32<Tdy, V>(static_cast<const Tdy*>(a.dy) + off, dy);
         for (int i = 0; i < V; ++i) {
-          float d = dy[i];
-          if (a.relu) {
-            const float y = to_f32(from_f32<Tdy>(gn_forward_value(x[i], mean, rstd, a.gamma, a.beta, col * V + i, 1)));
-            if (!(y > 0.0f)) d = 0.0f;
-          }
+          const float d = a.relu ? relu_masked<Tdy>(dy[i], x[i], mean, rstd, a.gamma, a.beta, col * V + i) : dy[i];
           sdy[i] = sdy[i] + d;
           sdyx[i] = sdyx[i] + d * (x[i] - mean);
         }
@@ -451,11 +457,7 @@ KGATE_KERNEL_BOUNDS(gn_bwd_apply, kThreads, BwdArgs a) {
       load_f32<Tdy, V>(static_cast<const Tdy*>(a.dy) + off, dy);
       for (int i = 0; i < V; ++i) {
         const std::int64_t c = col * V + i;
-        float d = dy[i];
-        if (a.relu) {
-          const float y = to_f32(from_f32<Tdy>(gn_forward_value(x[i], mean, rstd, a.gamma, a.beta, c, 1)));
-          if (!(y > 0.0f)) d = 0.0f;
-        }
+        const float d = a.relu ? relu_masked<Tdy>(dy[i], x[i], mean, rstd, a.gamma, a.beta, c) : dy[i];
         const float gm = a.gamma ? a.gamma[c] : 1.0f;
         x[i] = ((rstd * gm) * d + c2 * (x[i] - mean)) + c3;
       }
