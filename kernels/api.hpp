@@ -59,6 +59,9 @@ struct RunOptions {
   // sequence (kernels only, no copies) is stored here.
   double* kernel_ms = nullptr;
   int timing_iters = 10;
+  // When set (with kernel_ms): the mean time of each plan step over
+  // `timing_iters` further runs, events recorded between the steps.
+  std::vector<double>* step_ms = nullptr;
 };
 
 // Operator-directions with a production kernel in this build.

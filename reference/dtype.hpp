@@ -49,27 +49,31 @@ KGATE_HD inline float bf16_bits_to_fp32(std::uint16_t h) {
 // ---------------------------------------------------------------------------
 // fp32 <-> fp16
 
+// Branch-free (every case computed, one selected): on a GPU the unrolled
+// conversions of a vector stay straight-line code.
 KGATE_HD inline std::uint16_t fp32_to_fp16_bits(float f) {
   const std::uint32_t u = bit_cast<std::uint32_t>(f);
   const std::uint32_t sign = (u >> 16) & 0x8000u;
   const std::uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN
-  if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520: Inf
-  if (a >= 0x38800000u) {  // normal in fp16 (>= 2^-14)
-    std::uint32_t h = (a >> 13) - (112u << 10);
-    const std::uint32_t rest = a & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // carry may reach the exponent
-    return static_cast<std::uint16_t>(sign | h);
-  }
-  if (a <= 0x33000000u) return static_cast<std::uint16_t>(sign);  // <= 2^-25 (tie goes to even 0)
-  // Subnormal result: value = m * 2^(e-150), fp16 quantum 2^-24.
-  const std::uint32_t e = a >> 23;
+  // Normal in fp16 (a >= 2^-14): drop 13 bits, round to nearest even; the
+  // carry may reach the exponent.
+  const std::uint32_t hn0 = (a >> 13) - (112u << 10);
+  const std::uint32_t rest_n = a & 0x1fffu;
+  const std::uint32_t hn = hn0 + ((rest_n > 0x1000u || (rest_n == 0x1000u && (hn0 & 1u))) ? 1u : 0u);
+  // Subnormal (2^-25 < a < 2^-14): value = m * 2^(e-150), quantum 2^-24,
+  // shift 14..24 there (clamped so the other cases stay defined).
+  const int e = static_cast<int>(a >> 23);
   const std::uint32_t m = (a & 0x7fffffu) | 0x800000u;
-  const std::uint32_t shift = 126u - e;  // 14..24
-  std::uint32_t h = m >> shift;
-  const std::uint32_t rest = m & ((1u << shift) - 1u);
-  const std::uint32_t half = 1u << (shift - 1u);
-  if (rest > half || (rest == half && (h & 1u))) ++h;
+  const int sh = 126 - e < 1 ? 1 : (126 - e > 31 ? 31 : 126 - e);
+  const std::uint32_t hs0 = m >> sh;
+  const std::uint32_t rest_s = m & ((1u << sh) - 1u);
+  const std::uint32_t half = 1u << (sh - 1);
+  const std::uint32_t hs = hs0 + ((rest_s > half || (rest_s == half && (hs0 & 1u))) ? 1u : 0u);
+  const std::uint32_t h = a > 0x7f800000u   ? 0x7e00u   // NaN
+                          : a >= 0x477ff000u ? 0x7c00u  // >= 65520: Inf
+                          : a >= 0x38800000u ? hn
+                          : a <= 0x33000000u ? 0u  // <= 2^-25 (tie goes to even 0)
+                                             : hs;
   return static_cast<std::uint16_t>(sign | h);
 }
 

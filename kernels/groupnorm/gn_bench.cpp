@@ -3,7 +3,12 @@
 // backends), the kernel time and the bandwidth against the bytes the
 // operator must move; with --copy, the device's copy bandwidth for scale.
 //
-//   gn_bench [--seed S] [--fill F] [--iters N] [--copy BYTES] DESCRIPTOR...
+//   gn_bench [--seed S] [--fill F] [--iters N] [--copy BYTES] [--steps]
+//            DESCRIPTOR...
+//
+// --copy also measures two streaming ceilings over the same bytes: a read-only
+// pass (16-byte loads) and a bf16 -> fp32 widening pass (the forward apply's
+// traffic without its arithmetic). --steps prints each plan step's time.
 //
 // Derived inputs (backward's mean, rstd) come from this backend's forward
 // kernel, so two backends that agree on the forward see identical inputs.
@@ -21,6 +26,80 @@
 using namespace kgate;
 
 namespace {
+
+constexpr int kBenchThreads = 256;
+constexpr int kPerThread = 8;  // 16-byte units a work-item handles
+
+struct U4 {
+  std::uint32_t v[4];
+};
+struct alignas(16) Bf16x8 {
+  kgate::bf16 v[8];
+};
+struct alignas(32) F32x8 {
+  float v[8];
+};
+
+// Reads `units` 16-byte units; writes only if the xor of everything read is
+// a value no input here produces, so the loads cannot be dropped.
+KGATE_KERNEL_BOUNDS(read_ceiling, kBenchThreads, const U4* in, std::uint64_t units, std::uint32_t* out) {
+  const std::uint64_t base = static_cast<std::uint64_t>(rt::block_idx().x) * kBenchThreads * kPerThread;
+  std::uint32_t acc = 0;
+  U4 v[kPerThread];
+  for (int k = 0; k < kPerThread; ++k) {
+    const std::uint64_t i = base + rt::thread_idx().x + static_cast<std::uint64_t>(k) * kBenchThreads;
+    v[k] = i < units ? in[i] : U4{};
+  }
+  for (int k = 0; k < kPerThread; ++k) acc ^= v[k].v[0] ^ v[k].v[1] ^ v[k].v[2] ^ v[k].v[3];
+  if (acc == 0x12345679u) out[0] = acc;
+}
+
+// bf16 -> fp32, 8 elements per unit.
+KGATE_KERNEL_BOUNDS(widen_ceiling, kBenchThreads, const Bf16x8* in, std::uint64_t units, F32x8* out) {
+  const std::uint64_t base = static_cast<std::uint64_t>(rt::block_idx().x) * kBenchThreads * kPerThread;
+  Bf16x8 v[kPerThread];
+  for (int k = 0; k < kPerThread; ++k) {
+    const std::uint64_t i = base + rt::thread_idx().x + static_cast<std::uint64_t>(k) * kBenchThreads;
+    if (i < units) v[k] = in[i];
+  }
+  for (int k = 0; k < kPerThread; ++k) {
+    const std::uint64_t i = base + rt::thread_idx().x + static_cast<std::uint64_t>(k) * kBenchThreads;
+    if (i >= units) continue;
+    F32x8 o;
+    for (int e = 0; e < 8; ++e) o.v[e] = v[k].v[e].to_float();
+    out[i] = o;
+  }
+}
+
+template <class F>
+double time_ms(F&& f, int iters) {
+  f();
+  rt::device_synchronize();
+  rt::Event start, stop;
+  start.record();
+  for (int i = 0; i < iters; ++i) f();
+  stop.record();
+  stop.synchronize();
+  return static_cast<double>(rt::elapsed_ms(start, stop)) / iters;
+}
+
+// Read-only and bf16 -> fp32 streaming bandwidth over `bytes` of input.
+void ceilings(std::size_t bytes, int iters) {
+  const std::uint64_t units = bytes / 16;
+  const auto blocks = static_cast<std::uint32_t>((units + kBenchThreads * kPerThread - 1) / (kBenchThreads * kPerThread));
+  rt::DeviceBuffer<std::byte> in(units * 16), out(units * 32);
+  rt::device_memset(in.data(), 0, units * 16);
+  rt::LaunchConfig cfg;
+  cfg.grid = rt::dim3(blocks);
+  cfg.block = rt::dim3(kBenchThreads);
+  const double r = time_ms([&] { KGATE_LAUNCH(read_ceiling, cfg, reinterpret_cast<const U4*>(in.data()), units,
+                                              reinterpret_cast<std::uint32_t*>(out.data())); }, iters);
+  const double w = time_ms([&] { KGATE_LAUNCH(widen_ceiling, cfg, reinterpret_cast<const Bf16x8*>(in.data()), units,
+                                              reinterpret_cast<F32x8*>(out.data())); }, iters);
+  std::printf("read-only %zu bytes: %.4f ms, %.1f GB/s\n", bytes, r, static_cast<double>(units * 16) / (r * 1e6));
+  std::printf("bf16->fp32 %zu bytes in: %.4f ms, %.1f GB/s (read + write)\n", bytes, w,
+              static_cast<double>(units * 48) / (w * 1e6));
+}
 
 // Device-to-device copy bandwidth (read + write) over `bytes`.
 double copy_gbps(std::size_t bytes, int iters) {
@@ -43,6 +122,7 @@ int main(int argc, char** argv) {
   std::string fill = "signed";
   int iters = 10;
   std::size_t copy_bytes = 0;
+  bool steps = false;
   std::vector<std::string> problems;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -50,11 +130,15 @@ int main(int argc, char** argv) {
     else if (a == "--fill" && i + 1 < argc) fill = argv[++i];
     else if (a == "--iters" && i + 1 < argc) iters = std::atoi(argv[++i]);
     else if (a == "--copy" && i + 1 < argc) copy_bytes = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--steps") steps = true;
     else problems.push_back(a);
   }
   try {
     std::printf("backend %s\n", kernels::backend_name().c_str());
-    if (copy_bytes) std::printf("copy %zu bytes: %.1f GB/s\n", copy_bytes, copy_gbps(copy_bytes, iters));
+    if (copy_bytes) {
+      std::printf("copy %zu bytes: %.1f GB/s\n", copy_bytes, copy_gbps(copy_bytes, iters));
+      ceilings(copy_bytes / 4, iters);
+    }
     for (const std::string& d : problems) {
       const Problem p = parse_descriptor(d);
       const Fill f = parse_fill(fill, seed);
@@ -65,11 +149,16 @@ int main(int argc, char** argv) {
       kernels::RunOptions opt;
       opt.kernel_ms = &ms;
       opt.timing_iters = iters;
-      const auto out = kernels::run(p, kernels::plan(p), ptr, opt);
+      std::vector<double> step_ms;
+      if (steps) opt.step_ms = &step_ms;
+      const kernels::Plan plan = kernels::plan(p);
+      const auto out = kernels::run(p, plan, ptr, opt);
       std::printf("%s\n", to_descriptor(p).c_str());
       for (const auto& [r, t] : out) std::printf("  %-7s %s\n", std::string(name(r)).c_str(), digest(t).c_str());
       const double bytes = static_cast<double>(min_bytes(p));
       std::printf("  time %.4f ms  min bytes %.0f  %.1f GB/s\n", ms, bytes, bytes / (ms * 1e6));
+      for (std::size_t k = 0; k < step_ms.size() && k < plan.steps.size(); ++k)
+        std::printf("    step %-16s %.4f ms\n", plan.steps[k].kernel.c_str(), step_ms[k]);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gn_bench: error: %s\n", e.what());

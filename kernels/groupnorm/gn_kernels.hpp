@@ -22,6 +22,7 @@
 #include <math.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/runtime/runtime.hpp"
 
@@ -94,17 +95,34 @@ struct alignas(sizeof(T) * V) Pack {
   T v[V];
 };
 
+// The V elements of a pack as fp32. bf16 pairs are widened from their 32-bit
+// word (element 2k is the low half: every target is little-endian), one
+// integer operation per element.
+template <class T, int V>
+KGATE_DEVICE void unpack_f32(const Pack<T, V>& pk, float (&out)[V]) {
+  if constexpr (std::is_same_v<T, kgate::bf16> && V % 2 == 0) {
+    const auto w = kgate::bit_cast<Pack<std::uint32_t, V / 2>>(pk);
+KGATE_UNROLL
+    for (int k = 0; k < V / 2; ++k) {
+      out[2 * k] = kgate::bit_cast<float>(w.v[k] << 16);
+      out[2 * k + 1] = kgate::bit_cast<float>(w.v[k] & 0xffff0000u);
+    }
+  } else {
+KGATE_UNROLL
+    for (int i = 0; i < V; ++i) out[i] = to_f32(pk.v[i]);
+  }
+}
+
 template <class T, int V>
 KGATE_DEVICE void load_f32(const T* p, float (&out)[V]) {
-  const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p);
-  for (int i = 0; i < V; ++i) out[i] = to_f32(pk.v[i]);
+  unpack_f32<T, V>(rt::load_wide(reinterpret_cast<const Pack<T, V>*>(p)), out);
 }
 
 template <class T, int V>
 KGATE_DEVICE void store_f32(T* p, const float (&in)[V]) {
   Pack<T, V> pk;
   for (int i = 0; i < V; ++i) pk.v[i] = from_f32<T>(in[i]);
-  *reinterpret_cast<Pack<T, V>*>(p) = pk;
+  rt::store_wide(reinterpret_cast<Pack<T, V>*>(p), pk);
 }
 
 // ---------------------------------------------------------------------------
@@ -166,10 +184,10 @@ KGATE_DEVICE Slot slot_of(const Geometry& g, std::int64_t chunk) {
 
 // Forward y of one element, the one definition the backward's ReLU mask
 // recomputes: ((x - mean) * rstd) * gamma + beta, then ReLU.
-KGATE_DEVICE float gn_forward_value(float x, float mean, float rstd, const float* gamma, const float* beta,
-                                    std::int64_t c, int relu_on) {
+KGATE_DEVICE float gn_forward_value(float x, float mean, float rstd, bool affine, float gamma, float beta,
+                                    int relu_on) {
   float y = (x - mean) * rstd;
-  if (gamma) y = y * gamma[c] + beta[c];
+  if (affine) y = y * gamma + beta;
   return relu_on ? relu(y) : y;
 }
 
@@ -179,12 +197,62 @@ KGATE_DEVICE float gn_forward_value(float x, float mean, float rstd, const float
 template <class Ty>
 KGATE_DEVICE float relu_masked(float dy, float x, float mean, float rstd, const float* gamma, const float* beta,
                                std::int64_t c) {
-  const float y = to_f32(from_f32<Ty>(gn_forward_value(x, mean, rstd, gamma, beta, c, 1)));
+  const bool affine = gamma != nullptr;
+  const float y = to_f32(from_f32<Ty>(
+      gn_forward_value(x, mean, rstd, affine, affine ? gamma[c] : 1.0f, affine ? beta[c] : 0.0f, 1)));
   return y > 0.0f ? dy : 0.0f;
 }
 
 // ---------------------------------------------------------------------------
 // Forward 1: per-chunk, per-group moments.
+
+// Rows a work-item loads before it uses any of them (memory-level
+// parallelism); a batch of kRowBatch rows x V channels is one two-pass
+// moment, Chan-combined into the work-item's running moments.
+inline constexpr int kRowBatch = 4;
+
+// (p[0] + p[1]) + (p[2] + p[3]): the batch's rows in a pairwise tree.
+KGATE_DEVICE float row_tree(const float (&p)[kRowBatch]) { return (p[0] + p[1]) + (p[2] + p[3]); }
+static_assert(kRowBatch == 4, "row_tree is written for 4 rows");
+
+// Two-pass moments of a batch's first `rows` rows of V values: each row in
+// sequence, the rows in a pairwise tree (short dependency chains; absent rows
+// add exact zeros). The division is exact when rows * V is a power of two,
+// correctly rounded otherwise.
+template <int V>
+KGATE_DEVICE Moments batch_moments(const float (&xv)[kRowBatch][V], int rows) {
+  Moments m;
+  m.n = static_cast<float>(rows * V);
+  float part[kRowBatch];
+KGATE_UNROLL
+  for (int u = 0; u < kRowBatch; ++u) {
+    part[u] = 0.0f;
+    if (u < rows)
+KGATE_UNROLL
+      for (int i = 0; i < V; ++i) part[u] = part[u] + xv[u][i];
+  }
+  m.mean = row_tree(part) / m.n;
+KGATE_UNROLL
+  for (int u = 0; u < kRowBatch; ++u) {
+    part[u] = 0.0f;
+    if (u < rows)
+KGATE_UNROLL
+      for (int i = 0; i < V; ++i) {
+        const float d = xv[u][i] - m.mean;
+        part[u] = part[u] + d * d;
+      }
+  }
+  m.m2 = row_tree(part);
+  return m;
+}
+
+// The first stride of a pairwise tree over n lanes: the largest power of two
+// below n (0 when n is 1).
+KGATE_HD constexpr int tree_top(int n) {
+  int t = 1;
+  while (t * 2 < n) t *= 2;
+  return n > 1 ? t : 0;
+}
 
 template <class Tin, int V>
 KGATE_KERNEL_BOUNDS(gn_fwd_stats, kThreads, FwdArgs a) {
@@ -192,49 +260,78 @@ KGATE_KERNEL_BOUNDS(gn_fwd_stats, kThreads, FwdArgs a) {
   const std::int64_t chunk = rt::block_idx().x, n = rt::block_idx().y;
   const Slot s = slot_of(g, chunk);
   const std::int64_t cols = g.C / V;
-  // Fully unrolled over the column slots so st[] stays in registers.
-  Moments st[kMaxColIters];
-  if (s.active) {
-    for (std::int64_t r = s.row_begin + s.lane_row; r < s.row_end; r += g.rows_par) {
-KGATE_UNROLL
-      for (int ci = 0; ci < kMaxColIters; ++ci) {
-        const std::int64_t col = s.col0 + static_cast<std::int64_t>(ci) * g.width;
-        if (ci >= g.col_iters || col >= cols) continue;
-        float v[V];
-        load_f32<Tin, V>(static_cast<const Tin*>(a.x) + (n * g.S + r) * g.C + col * V, v);
-        st[ci] = chan(st[ci], vector_moments<V>(v));
-      }
-    }
-  }
-  // Slot partials to LDS, [lane_row][ci][col0].
   KGATE_LDS(lds_n, float, kThreads * kMaxColIters);
   KGATE_LDS(lds_mean, float, kThreads * kMaxColIters);
   KGATE_LDS(lds_m2, float, kThreads * kMaxColIters);
-  if (s.active) {
+  const std::int64_t step = static_cast<std::int64_t>(g.rows_par) * kRowBatch;
+  const std::int64_t first = s.row_begin + s.lane_row;
+  for (int ci = 0; s.active && ci < g.col_iters; ++ci) {
+    const std::int64_t col = s.col0 + static_cast<std::int64_t>(ci) * g.width;
+    Moments acc;
+    if (col < cols) {
+      const Tin* base = static_cast<const Tin*>(a.x) + n * g.S * g.C + col * V;
+      for (std::int64_t r0 = first; r0 < s.row_end; r0 += step) {
+        // The rows of the batch that lie in the chunk: a prefix.
+        int rows = 0;
 KGATE_UNROLL
-    for (int ci = 0; ci < kMaxColIters; ++ci) {
-      if (ci >= g.col_iters) continue;
-      const int e = (s.lane_row * g.col_iters + ci) * g.width + s.col0;
-      lds_n[e] = st[ci].n;
-      lds_mean[e] = st[ci].mean;
-      lds_m2[e] = st[ci].m2;
+        for (int u = 0; u < kRowBatch; ++u)
+          if (r0 + static_cast<std::int64_t>(u) * g.rows_par < s.row_end) rows = u + 1;
+        Pack<Tin, V> pk[kRowBatch] = {};
+KGATE_UNROLL
+        for (int u = 0; u < kRowBatch; ++u)
+          if (u < rows)
+            pk[u] = rt::load_wide(reinterpret_cast<const Pack<Tin, V>*>(base + (r0 + static_cast<std::int64_t>(u) *
+                                                                                          g.rows_par) * g.C));
+        float xv[kRowBatch][V];
+KGATE_UNROLL
+        for (int u = 0; u < kRowBatch; ++u) unpack_f32<Tin, V>(pk[u], xv[u]);
+        // Full batches (all but a chunk's last) take the branch-free copy.
+        acc = chan(acc, rows == kRowBatch ? batch_moments<V>(xv, kRowBatch) : batch_moments<V>(xv, rows));
+      }
+    }
+    // The work-item's moments to LDS, [lane_row][ci][col0].
+    const int e = (s.lane_row * g.col_iters + ci) * g.width + s.col0;
+    lds_n[e] = acc.n;
+    lds_mean[e] = acc.mean;
+    lds_m2[e] = acc.m2;
+  }
+  // A tree over the row lanes (lane r combines lane r + stride, strides
+  // halving from the largest power of two below rows_par); then one work-item
+  // per group combines its columns in order.
+  for (int stride = tree_top(g.rows_par); stride > 0; stride /= 2) {
+    rt::barrier();
+    if (s.active && s.lane_row < stride && s.lane_row + stride < g.rows_par) {
+KGATE_UNROLL
+      for (int ci = 0; ci < kMaxColIters; ++ci) {
+        if (ci >= g.col_iters) continue;
+        const int e = (s.lane_row * g.col_iters + ci) * g.width + s.col0;
+        const int f = ((s.lane_row + stride) * g.col_iters + ci) * g.width + s.col0;
+        Moments l, r;
+        l.n = lds_n[e];
+        l.mean = lds_mean[e];
+        l.m2 = lds_m2[e];
+        r.n = lds_n[f];
+        r.mean = lds_mean[f];
+        r.m2 = lds_m2[f];
+        const Moments c = chan(l, r);
+        lds_n[e] = c.n;
+        lds_mean[e] = c.mean;
+        lds_m2[e] = c.m2;
+      }
     }
   }
   rt::barrier();
-  // One work-item per group combines its slots: columns in order, then rows.
   const std::int64_t cols_per_group = g.Cg / V;
   for (std::int64_t grp = rt::thread_idx().x; grp < g.G; grp += kThreads) {
     Moments acc;
     for (std::int64_t col = grp * cols_per_group; col < (grp + 1) * cols_per_group; ++col) {
       const int ci = static_cast<int>(col / g.width), c0 = static_cast<int>(col % g.width);
-      for (int lr = 0; lr < g.rows_par; ++lr) {
-        const int e = (lr * g.col_iters + ci) * g.width + c0;
-        Moments m;
-        m.n = lds_n[e];
-        m.mean = lds_mean[e];
-        m.m2 = lds_m2[e];
-        acc = chan(acc, m);
-      }
+      const int e = ci * g.width + c0;  // lane row 0
+      Moments m;
+      m.n = lds_n[e];
+      m.mean = lds_mean[e];
+      m.m2 = lds_m2[e];
+      acc = chan(acc, m);
     }
     float* out = a.partial + ((n * g.chunks + chunk) * g.G + grp) * 3;
     out[0] = acc.n;
@@ -246,18 +343,29 @@ KGATE_UNROLL
 // ---------------------------------------------------------------------------
 // Forward 2: per (n, group), chunk partials combined in a fixed tree.
 
+// Partials a work-item loads before it combines them (latency hiding).
+inline constexpr int kFinalizeBatch = 8;
+
 KGATE_KERNEL_BOUNDS(gn_fwd_finalize, kThreads, FwdArgs a) {
   const Geometry& g = a.g;
   const std::int64_t grp = rt::block_idx().x, n = rt::block_idx().y;
   const int t = static_cast<int>(rt::thread_idx().x);
+  // Work-item t combines partials t, t + kThreads, ... in that order.
   Moments acc;
-  for (std::int64_t k = t; k < g.chunks; k += kThreads) {
-    const float* p = a.partial + ((n * g.chunks + k) * g.G + grp) * 3;
-    Moments m;
-    m.n = p[0];
-    m.mean = p[1];
-    m.m2 = p[2];
-    acc = chan(acc, m);
+  for (std::int64_t k0 = t; k0 < g.chunks; k0 += static_cast<std::int64_t>(kThreads) * kFinalizeBatch) {
+    Moments m[kFinalizeBatch];
+KGATE_UNROLL
+    for (int b = 0; b < kFinalizeBatch; ++b) {
+      const std::int64_t k = k0 + static_cast<std::int64_t>(b) * kThreads;
+      if (k < g.chunks) {
+        const float* p = a.partial + ((n * g.chunks + k) * g.G + grp) * 3;
+        m[b].n = p[0];
+        m[b].mean = p[1];
+        m[b].m2 = p[2];
+      }
+    }
+KGATE_UNROLL
+    for (int b = 0; b < kFinalizeBatch; ++b) acc = chan(acc, m[b]);  // chan skips empty partials
   }
   KGATE_LDS(lds_n, float, kThreads);
   KGATE_LDS(lds_mean, float, kThreads);
@@ -295,25 +403,68 @@ KGATE_KERNEL_BOUNDS(gn_fwd_finalize, kThreads, FwdArgs a) {
 // Forward 3: normalize + affine + ReLU, one pass.
 
 // Chunks run in the reverse of the statistics pass's order, so that on a GPU
-// the chunks read last by the statistics (still in the L2 cache) are read first.
+// the chunks read last by the statistics (still in the L2 cache) are read
+// first; x and y are accessed with the read-once hints so that y's lines and
+// x's used lines leave the cache before x's unread ones.
+// Rows per batch in the apply pass: with fp16 output, kRowBatch rows spill
+// scalar registers on gfx942 (the gfx942 gate rejects it); 2 rows do not.
+template <class Tout>
+inline constexpr int kApplyBatch = sizeof(Tout) == 2 && !std::is_same_v<Tout, kgate::bf16> ? 2 : kRowBatch;
+
+// Channels per access in the apply pass: at most 16 bytes of output, so that
+// each store instruction of a wave writes one contiguous span (a 32-byte
+// store per work-item writes every other 16 bytes and runs at about 60% of
+// the copy bandwidth on an H200). Divides V, so a column lies in one group.
+template <class Tout, int V>
+inline constexpr int kApplyV = V * static_cast<int>(sizeof(Tout)) > 16 ? 16 / static_cast<int>(sizeof(Tout)) : V;
+
 template <class Tin, class Tout, int V>
 KGATE_KERNEL_BOUNDS(gn_fwd_apply, kThreads, FwdArgs a) {
+  constexpr int B = kApplyBatch<Tout>;
+  constexpr int VA = kApplyV<Tout, V>;
   const Geometry& g = a.g;
   const std::int64_t chunk = g.chunks - 1 - rt::block_idx().x, n = g.N - 1 - rt::block_idx().y;
-  const Slot s = slot_of(g, chunk);
-  if (!s.active) return;
-  const std::int64_t cols = g.C / V;
-  for (int ci = 0; ci < g.col_iters; ++ci) {
-    const std::int64_t col = s.col0 + static_cast<std::int64_t>(ci) * g.width;
-    if (col >= cols) break;
-    const std::int64_t grp = col * V / g.Cg;
+  // This pass's own column split (VA channels per column).
+  const std::int64_t cols = g.C / VA;
+  const int width = static_cast<int>(cols < kThreads ? cols : kThreads);
+  const int rows_par = kThreads / width;
+  const int t = static_cast<int>(rt::thread_idx().x);
+  const int col0 = t % width, lane_row = t / width;
+  if (lane_row >= rows_par) return;
+  const std::int64_t row_begin = chunk * g.chunk_rows;
+  const std::int64_t row_end = row_begin + g.chunk_rows < g.S ? row_begin + g.chunk_rows : g.S;
+  const bool affine = a.gamma != nullptr;
+  for (std::int64_t col = col0; col < cols; col += width) {
+    const std::int64_t grp = col * VA / g.Cg;
     const float mean = a.mean[n * g.G + grp], rstd = a.rstd[n * g.G + grp];
-    for (std::int64_t r = s.row_begin + s.lane_row; r < s.row_end; r += g.rows_par) {
-      const std::int64_t off = (n * g.S + r) * g.C + col * V;
-      float v[V];
-      load_f32<Tin, V>(static_cast<const Tin*>(a.x) + off, v);
-      for (int i = 0; i < V; ++i) v[i] = gn_forward_value(v[i], mean, rstd, a.gamma, a.beta, col * V + i, a.relu);
-      store_f32<Tout, V>(static_cast<Tout*>(a.y) + off, v);
+    float gm[VA], bt[VA];
+KGATE_UNROLL
+    for (int i = 0; i < VA; ++i) {
+      gm[i] = affine ? a.gamma[col * VA + i] : 1.0f;
+      bt[i] = affine ? a.beta[col * VA + i] : 0.0f;
+    }
+    const std::int64_t step = static_cast<std::int64_t>(rows_par) * B;
+    for (std::int64_t r0 = row_begin + lane_row; r0 < row_end; r0 += step) {
+      const std::int64_t off0 = (n * g.S + r0) * g.C + col * VA;
+      Pack<Tin, VA> pk[B] = {};
+KGATE_UNROLL
+      for (int u = 0; u < B; ++u)
+        if (r0 + static_cast<std::int64_t>(u) * rows_par < row_end)
+          pk[u] = rt::load_once(reinterpret_cast<const Pack<Tin, VA>*>(static_cast<const Tin*>(a.x) + off0 +
+                                                                        static_cast<std::int64_t>(u) * rows_par * g.C));
+KGATE_UNROLL
+      for (int u = 0; u < B; ++u) {
+        if (r0 + static_cast<std::int64_t>(u) * rows_par >= row_end) continue;
+        float xv[VA];
+        unpack_f32<Tin, VA>(pk[u], xv);
+        Pack<Tout, VA> out;
+KGATE_UNROLL
+        for (int i = 0; i < VA; ++i)
+          out.v[i] = from_f32<Tout>(gn_forward_value(xv[i], mean, rstd, affine, gm[i], bt[i], a.relu));
+        rt::store_once(reinterpret_cast<Pack<Tout, VA>*>(static_cast<Tout*>(a.y) + off0 +
+                                                         static_cast<std::int64_t>(u) * rows_par * g.C),
+                       out);
+      }
     }
   }
 }
@@ -375,40 +526,62 @@ KGATE_KERNEL_BOUNDS(gn_bwd_reduce, kThreads, BwdArgs a) {
   }
 }
 
-// Backward 2: per (n, group): each channel's chunk partials in a fixed tree,
-// then the group's coefficients.
+// Backward 2: per (n, channel): the channel's chunk partials in a fixed tree
+// (work-item t adds partials t, t + kThreads, ... in order, then a tree over
+// the workgroup).
 KGATE_KERNEL_BOUNDS(gn_bwd_finalize, kThreads, BwdArgs a) {
   const Geometry& g = a.g;
-  const std::int64_t grp = rt::block_idx().x, n = rt::block_idx().y;
+  const std::int64_t c = rt::block_idx().x, n = rt::block_idx().y;
   const int t = static_cast<int>(rt::thread_idx().x);
   KGATE_LDS(lds_dy, float, kThreads);
   KGATE_LDS(lds_dyx, float, kThreads);
-  for (std::int64_t c = grp * g.Cg; c < (grp + 1) * g.Cg; ++c) {
-    float sdy = 0.0f, sdyx = 0.0f;
-    for (std::int64_t k = t; k < g.chunks; k += kThreads) {
-      const float* p = a.partial + ((n * g.chunks + k) * g.C + c) * 2;
-      sdy = sdy + p[0];
-      sdyx = sdyx + p[1];
-    }
-    lds_dy[t] = sdy;
-    lds_dyx[t] = sdyx;
-    rt::barrier();
-    for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-      if (t < stride) {
-        lds_dy[t] = static_cast<float>(lds_dy[t]) + static_cast<float>(lds_dy[t + stride]);
-        lds_dyx[t] = static_cast<float>(lds_dyx[t]) + static_cast<float>(lds_dyx[t + stride]);
+  float sdy = 0.0f, sdyx = 0.0f;
+  for (std::int64_t k0 = t; k0 < g.chunks; k0 += static_cast<std::int64_t>(kThreads) * kFinalizeBatch) {
+    float pdy[kFinalizeBatch], pdyx[kFinalizeBatch];
+KGATE_UNROLL
+    for (int b = 0; b < kFinalizeBatch; ++b) {
+      const std::int64_t k = k0 + static_cast<std::int64_t>(b) * kThreads;
+      pdy[b] = pdyx[b] = 0.0f;
+      if (k < g.chunks) {
+        const float* p = a.partial + ((n * g.chunks + k) * g.C + c) * 2;
+        pdy[b] = p[0];
+        pdyx[b] = p[1];
       }
-      rt::barrier();
     }
-    if (t == 0) {
-      a.sums[(n * g.C + c) * 2 + 0] = lds_dy[0];
-      a.sums[(n * g.C + c) * 2 + 1] = lds_dyx[0];
+KGATE_UNROLL
+    for (int b = 0; b < kFinalizeBatch; ++b) {
+      if (k0 + static_cast<std::int64_t>(b) * kThreads >= g.chunks) continue;
+      sdy = sdy + pdy[b];
+      sdyx = sdyx + pdyx[b];
+    }
+  }
+  lds_dy[t] = sdy;
+  lds_dyx[t] = sdyx;
+  rt::barrier();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (t < stride) {
+      lds_dy[t] = static_cast<float>(lds_dy[t]) + static_cast<float>(lds_dy[t + stride]);
+      lds_dyx[t] = static_cast<float>(lds_dyx[t]) + static_cast<float>(lds_dyx[t + stride]);
     }
     rt::barrier();
   }
   if (t == 0) {
-    // A = sum_c gamma_c * sum(dy*(x-mean)), B = sum_c gamma_c * sum(dy);
-    // dx = rstd*gamma*dy + c2*(x - mean) + c3, c2 = -A*rstd^3/M, c3 = -B*rstd/M.
+    a.sums[(n * g.C + c) * 2 + 0] = lds_dy[0];
+    a.sums[(n * g.C + c) * 2 + 1] = lds_dyx[0];
+  }
+}
+
+// Backward 3: one work-item per (n, group) and per channel.
+// Per (n, group): A = sum_c gamma_c * sum(dy*(x-mean)), B = sum_c gamma_c *
+// sum(dy), channels in order; dx = rstd*gamma*dy + c2*(x - mean) + c3 with
+// c2 = -A*rstd^3/M, c3 = -B*rstd/M.
+// Per channel (affine): dgamma_c = sum_n sum(dy*(x-mean)) * rstd,
+// dbeta_c = sum_n sum(dy), n in order.
+KGATE_KERNEL_BOUNDS(gn_bwd_params, kThreads, BwdArgs a) {
+  const Geometry& g = a.g;
+  const std::int64_t i = static_cast<std::int64_t>(rt::block_idx().x) * kThreads + rt::thread_idx().x;
+  if (i < g.N * g.G) {
+    const std::int64_t n = i / g.G, grp = i % g.G;
     float A = 0.0f, B = 0.0f;
     for (std::int64_t c = grp * g.Cg; c < (grp + 1) * g.Cg; ++c) {
       const float gm = a.gamma ? a.gamma[c] : 1.0f;
@@ -420,20 +593,15 @@ KGATE_KERNEL_BOUNDS(gn_bwd_finalize, kThreads, BwdArgs a) {
     a.coef[(n * g.G + grp) * 2 + 0] = -(A * ((r * r) * r)) / M;
     a.coef[(n * g.G + grp) * 2 + 1] = -(B * r) / M;
   }
-}
-
-// Backward 3: dgamma_c = sum_n sum(dy*(x-mean)) * rstd, dbeta_c = sum_n sum(dy).
-KGATE_KERNEL_BOUNDS(gn_bwd_params, kThreads, BwdArgs a) {
-  const Geometry& g = a.g;
-  const std::int64_t c = static_cast<std::int64_t>(rt::block_idx().x) * kThreads + rt::thread_idx().x;
-  if (c >= g.C) return;
-  float dgamma = 0.0f, dbeta = 0.0f;
-  for (std::int64_t n = 0; n < g.N; ++n) {
-    dbeta = dbeta + a.sums[(n * g.C + c) * 2 + 0];
-    dgamma = dgamma + a.sums[(n * g.C + c) * 2 + 1] * a.rstd[n * g.G + c / g.Cg];
+  if (a.dgamma && i < g.C) {
+    float dgamma = 0.0f, dbeta = 0.0f;
+    for (std::int64_t n = 0; n < g.N; ++n) {
+      dbeta = dbeta + a.sums[(n * g.C + i) * 2 + 0];
+      dgamma = dgamma + a.sums[(n * g.C + i) * 2 + 1] * a.rstd[n * g.G + i / g.Cg];
+    }
+    a.dgamma[i] = dgamma;
+    a.dbeta[i] = dbeta;
   }
-  a.dgamma[c] = dgamma;
-  a.dbeta[c] = dbeta;
 }
 
 // Backward 4: dx, elementwise.

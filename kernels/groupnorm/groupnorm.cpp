@@ -2,7 +2,9 @@
 // backend (the runtime picks it from the compiler).
 #include "kernels/groupnorm/groupnorm.hpp"
 
+#include <memory>
 #include <stdexcept>
+#include <vector>
 
 #include "kernels/groupnorm/gn_kernels.hpp"
 #include "kernels/runtime/runtime.hpp"
@@ -100,15 +102,31 @@ rt::LaunchConfig config(std::uint32_t gx, std::uint32_t gy) {
 }
 
 // Times opt.timing_iters more runs of a launch sequence (see RunOptions).
+// launch_all(mark) calls mark() after each step's launch.
 template <class F>
 void time_sequence(F&& launch_all, const RunOptions& opt) {
   if (!opt.kernel_ms || opt.timing_iters < 1) return;
   rt::Event start, stop;
   start.record();
-  for (int i = 0; i < opt.timing_iters; ++i) launch_all();
+  for (int i = 0; i < opt.timing_iters; ++i) launch_all([] {});
   stop.record();
   stop.synchronize();
   *opt.kernel_ms = static_cast<double>(rt::elapsed_ms(start, stop)) / opt.timing_iters;
+  if (!opt.step_ms) return;
+  opt.step_ms->clear();
+  for (int i = 0; i < opt.timing_iters; ++i) {
+    std::vector<std::unique_ptr<rt::Event>> ev;
+    ev.push_back(std::make_unique<rt::Event>());
+    ev.back()->record();
+    launch_all([&] {
+      ev.push_back(std::make_unique<rt::Event>());
+      ev.back()->record();
+    });
+    ev.back()->synchronize();
+    opt.step_ms->resize(ev.size() - 1, 0.0);
+    for (std::size_t k = 0; k + 1 < ev.size(); ++k)
+      (*opt.step_ms)[k] += static_cast<double>(rt::elapsed_ms(*ev[k], *ev[k + 1])) / opt.timing_iters;
+  }
 }
 
 }  // namespace
@@ -141,12 +159,16 @@ Plan groupnorm_plan(const GroupNormProblem& p) {
     pl.steps = {{"gn_fwd_stats", {cx, n, 1}, {gn::kThreads, 1, 1}, 0},
                 {"gn_fwd_finalize", {gg, n, 1}, {gn::kThreads, 1, 1}, 0},
                 {"gn_fwd_apply", {cx, n, 1}, {gn::kThreads, 1, 1}, 0}};
-    // Statistics of one group: a vector's V values summed in sequence, a
-    // work-item's vectors Chan-combined in sequence, then its chunk's slots,
-    // then a work-item's chunk partials (all in sequence), then a tree over
-    // the finalize workgroup.
+    // Statistics of one group, longest chain of dependent roundings: a row's
+    // V values, the batch's rows in a tree, a work-item's batches
+    // Chan-combined in sequence, a tree over the chunk's row lanes, the
+    // group's columns in sequence, a work-item's chunk partials in sequence,
+    // then a tree over the finalize workgroup.
     ReductionPlan stats;
-    stats.length = g.V + rows_per_item + g.rows_par * (g.Cg / g.V) + tree_seq;
+    int lane_tree = 0;
+    for (int s = gn::tree_top(g.rows_par); s > 0; s /= 2) ++lane_tree;
+    stats.length = g.V + 2 + (rows_per_item + gn::kRowBatch - 1) / gn::kRowBatch + lane_tree + g.Cg / g.V +
+                   tree_seq;
     stats.splits = std::min<std::int64_t>(g.chunks, gn::kThreads);
     stats.combine = PartialCombine::tree;
     ReductionPlan y = stats;
@@ -154,9 +176,10 @@ Plan groupnorm_plan(const GroupNormProblem& p) {
     pl.reduction = {{"y", y}, {"mean", stats}, {"rstd", stats}};
     pl.workspace_bytes = static_cast<std::uint64_t>(g.N * g.chunks * g.G * 3 * 4);
   } else {
-    const auto cb = static_cast<std::uint32_t>((g.C + gn::kThreads - 1) / gn::kThreads);
+    const auto cb = static_cast<std::uint32_t>((std::max(g.C, g.N * g.G) + gn::kThreads - 1) / gn::kThreads);
+    const auto cc = static_cast<std::uint32_t>(g.C);
     pl.steps = {{"gn_bwd_reduce", {cx, n, 1}, {gn::kThreads, 1, 1}, 0},
-                {"gn_bwd_finalize", {gg, n, 1}, {gn::kThreads, 1, 1}, 0},
+                {"gn_bwd_finalize", {cc, n, 1}, {gn::kThreads, 1, 1}, 0},
                 {"gn_bwd_params", {cb, 1, 1}, {gn::kThreads, 1, 1}, 0},
                 {"gn_bwd_apply", {cx, n, 1}, {gn::kThreads, 1, 1}, 0}};
     // Per channel: a work-item's rows, the chunk's row lanes, a work-item's
@@ -207,14 +230,17 @@ std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan
                   gamma ? gamma->as<const float>() : nullptr, beta ? beta->as<const float>() : nullptr,
                   ws.as<float>(), static_cast<float>(p.eps), p.relu ? 1 : 0};
     const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
-    auto launch_all = [&] {
+    auto launch_all = [&](auto&& mark) {
       with_types(p.src, p.dst, g.V, [&]<class Tin, class Tout, int V>() {
         KGATE_LAUNCH((gn::gn_fwd_stats<Tin, V>), config(cx, n), a);
+        mark();
         KGATE_LAUNCH(gn::gn_fwd_finalize, config(static_cast<std::uint32_t>(g.G), n), a);
+        mark();
         KGATE_LAUNCH((gn::gn_fwd_apply<Tin, Tout, V>), config(cx, n), a);
+        mark();
       });
     };
-    launch_all();
+    launch_all([] {});
     rt::device_synchronize();
     time_sequence(launch_all, opt);
     out.emplace(Role::y, download(y, p.dst, xd));
@@ -236,18 +262,23 @@ std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan
   float* coef = sums + g.N * g.C * 2;
   gn::BwdArgs a{g, dx_in.data(), dy.data(), mean.as<const float>(), rstd.as<const float>(),
                 gamma ? gamma->as<const float>() : nullptr, beta ? beta->as<const float>() : nullptr,
-                dxo.data(), dgamma.as<float>(), dbeta.as<float>(), partial, sums, coef, p.relu ? 1 : 0};
+                dxo.data(), p.affine ? dgamma.as<float>() : nullptr, p.affine ? dbeta.as<float>() : nullptr,
+                partial, sums, coef, p.relu ? 1 : 0};
+  const std::uint32_t pl_params_blocks = plan.steps[2].grid[0];
   const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
-  auto launch_all = [&] {
+  auto launch_all = [&](auto&& mark) {
     with_types(p.src, p.dst, g.V, [&]<class Tin, class Tdy, int V>() {
       KGATE_LAUNCH((gn::gn_bwd_reduce<Tin, Tdy, V>), config(cx, n), a);
-      KGATE_LAUNCH(gn::gn_bwd_finalize, config(static_cast<std::uint32_t>(g.G), n), a);
-      if (p.affine)
-        KGATE_LAUNCH(gn::gn_bwd_params, config(static_cast<std::uint32_t>((g.C + gn::kThreads - 1) / gn::kThreads), 1), a);
+      mark();
+      KGATE_LAUNCH(gn::gn_bwd_finalize, config(static_cast<std::uint32_t>(g.C), n), a);
+      mark();
+      KGATE_LAUNCH(gn::gn_bwd_params, config(pl_params_blocks, 1), a);
+      mark();
       KGATE_LAUNCH((gn::gn_bwd_apply<Tin, Tdy, V>), config(cx, n), a);
+      mark();
     });
   };
-  launch_all();
+  launch_all([] {});
   rt::device_synchronize();
   time_sequence(launch_all, opt);
   out.emplace(Role::dx, download(dxo, p.src, xd));

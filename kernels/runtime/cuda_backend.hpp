@@ -195,6 +195,42 @@ inline void* device_malloc(std::size_t bytes) {
 }
 inline void device_free(void* p) { detail::check(cudaFree(p), "cudaFree"); }
 
+// Cache hints (device code) for data a kernel touches once: the semantics of
+// a plain load / store of T; ld.global.cs / st.global.cs mark the lines
+// evict-first in the L2, so that data a later pass reuses stays cached.
+namespace detail {
+struct OnceHint {
+  using P16 = uint4;
+  using P8 = uint2;
+  using P4 = unsigned int;
+  __device__ static uint4 load(const uint4* p) { return __ldcs(p); }
+  __device__ static uint2 load(const uint2* p) { return __ldcs(p); }
+  __device__ static unsigned int load(const unsigned int* p) { return __ldcs(p); }
+  __device__ static void store(uint4* p, uint4 v) { __stcs(p, v); }
+  __device__ static void store(uint2* p, uint2 v) { __stcs(p, v); }
+  __device__ static void store(unsigned int* p, unsigned int v) { __stcs(p, v); }
+};
+// Plain accesses of T as its widest aligned pieces (a struct copy can
+// compile to one access per member).
+struct WideHint {
+  using P16 = uint4;
+  using P8 = uint2;
+  using P4 = unsigned int;
+  template <class P>
+  __device__ static P load(const P* p) { return *p; }
+  template <class P>
+  __device__ static void store(P* p, P v) { *p = v; }
+};
+}  // namespace detail
+template <class T>
+__device__ inline T load_wide(const T* p) { return detail::hinted_load<detail::WideHint>(p); }
+template <class T>
+__device__ inline void store_wide(T* p, const T& v) { detail::hinted_store<detail::WideHint>(p, v); }
+template <class T>
+__device__ inline T load_once(const T* p) { return detail::hinted_load<detail::OnceHint>(p); }
+template <class T>
+__device__ inline void store_once(T* p, const T& v) { detail::hinted_store<detail::OnceHint>(p, v); }
+
 // ===========================================================================
 // 10. Streams and events
 class Stream {

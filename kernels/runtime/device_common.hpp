@@ -85,6 +85,48 @@ __device__ inline float atomic_add_unordered(float* p, float v) { return atomicA
 
 namespace detail {
 
+// 9. Memory, cache hints: a value of trivially copyable T moved as 16-, 8- or
+// 4-byte pieces (the widest its size and alignment allow) through the
+// backend's hinted accesses Hint::load / Hint::store, each overloaded for
+// Hint::P16, P8 and P4. Other sizes use a plain access.
+template <class Hint, class P, class T>
+__device__ inline T load_pieces(const T* p) {
+  constexpr int n = sizeof(T) / sizeof(P);
+  P part[n];
+  const P* src = reinterpret_cast<const P*>(p);
+  for (int i = 0; i < n; ++i) part[i] = Hint::load(src + i);
+  T v;
+  __builtin_memcpy(&v, part, sizeof(T));
+  return v;
+}
+template <class Hint, class P, class T>
+__device__ inline void store_pieces(T* p, const T& v) {
+  constexpr int n = sizeof(T) / sizeof(P);
+  P part[n];
+  __builtin_memcpy(part, &v, sizeof(T));
+  P* dst = reinterpret_cast<P*>(p);
+  for (int i = 0; i < n; ++i) Hint::store(dst + i, part[i]);
+}
+template <class P, class T>
+inline constexpr bool fits_pieces = sizeof(T) % sizeof(P) == 0 && alignof(T) >= sizeof(P);
+
+template <class Hint, class T>
+__device__ inline T hinted_load(const T* p) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  if constexpr (fits_pieces<typename Hint::P16, T>) return load_pieces<Hint, typename Hint::P16>(p);
+  else if constexpr (fits_pieces<typename Hint::P8, T>) return load_pieces<Hint, typename Hint::P8>(p);
+  else if constexpr (fits_pieces<typename Hint::P4, T>) return load_pieces<Hint, typename Hint::P4>(p);
+  else return *p;
+}
+template <class Hint, class T>
+__device__ inline void hinted_store(T* p, const T& v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  if constexpr (fits_pieces<typename Hint::P16, T>) store_pieces<Hint, typename Hint::P16>(p, v);
+  else if constexpr (fits_pieces<typename Hint::P8, T>) store_pieces<Hint, typename Hint::P8>(p, v);
+  else if constexpr (fits_pieces<typename Hint::P4, T>) store_pieces<Hint, typename Hint::P4>(p, v);
+  else *p = v;
+}
+
 // Fresh device memory holds the host backend's poison pattern (0x7FA5
 // repeated) on every backend, so an unwritten output reads the same.
 template <int = 0>

@@ -17,7 +17,9 @@
 //                      atomic_add_unordered (float; negative controls only)
 //   8. Matrix cores    f32x4/f32x16/f32x2/bf16x4/f16x4 and the gfx942 MFMA
 //                      operations (mfma_f32_32x32x8bf16_1k, ...)
-//   9. Memory          device_malloc/free, copy_h2d/d2h/d2d, device_memset
+//   9. Memory          device_malloc/free, copy_h2d/d2h/d2d, device_memset;
+//                      load_wide/store_wide (widest aligned accesses),
+//                      load_once/store_once (cache hints, plain semantics)
 //  10. Streams/events  Stream, Event, elapsed_ms, device_synchronize
 //  11. Launch          LaunchConfig, launch, KGATE_LAUNCH
 //

@@ -486,6 +486,18 @@ void copy_d2h(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr
 void copy_d2d(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr);
 void device_memset(void* dst, int byte, std::size_t bytes, Stream* s = nullptr);
 
+// Wide accesses (GPU backends: T moved as its widest aligned pieces) and
+// cache hints for data a kernel touches once (GPU backends: evict-first or
+// nontemporal accesses); on the host, plain loads and stores.
+template <class T>
+inline T load_wide(const T* p) { return *p; }
+template <class T>
+inline void store_wide(T* p, const T& v) { *p = v; }
+template <class T>
+inline T load_once(const T* p) { return *p; }
+template <class T>
+inline void store_once(T* p, const T& v) { *p = v; }
+
 // ===========================================================================
 // 10. Streams and events
 // The host backend runs each operation when it is issued, which is a valid
