@@ -38,10 +38,18 @@ std::uint16_t input_small_bf16(std::uint64_t stream, std::uint64_t i) {
 }
 
 struct Sizes {
-  int reduce_n, wave_n, scan_n, rows, cols, gemm_m, gemm_n;
+  int reduce_n, wave_n, scan_n, rows, cols, gemm_m, gemm_n, copy_n;
 };
 Sizes sizes(int scale) {
-  return Sizes{262144 * scale, 262144 * scale, 65536 * scale, 1000, 700 * scale, 64, 96};
+  return Sizes{262144 * scale, 262144 * scale, 65536 * scale, 1000, 700 * scale, 64, 96, 1000 * scale};
+}
+
+// hinted_copy's input: 15 words per element (32, 16, 8 and 2 bytes, the last
+// word holding two elements' 2-byte values in its first half).
+std::vector<std::uint32_t> hinted_input(int n) {
+  std::vector<std::uint32_t> v(static_cast<std::size_t>(n) * 15);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint32_t>(mix(7 * 0x100000000ull + i));
+  return v;
 }
 
 template <class T>
@@ -122,6 +130,26 @@ std::vector<Output> run_device(int scale) {
                  s.gemm_n);
     outs.push_back(as_output("tile_gemm", dc.download()));
   }
+  {  // hinted_copy
+    const std::vector<std::uint32_t> src = hinted_input(s.copy_n);
+    rt::DeviceBuffer<Bytes32> a(s.copy_n), b(s.copy_n);
+    rt::DeviceBuffer<Bytes16> c(s.copy_n), d(s.copy_n);
+    rt::DeviceBuffer<Bytes8> e(s.copy_n), f(s.copy_n);
+    rt::DeviceBuffer<std::uint16_t> g(s.copy_n), h(s.copy_n);
+    const std::size_t n = static_cast<std::size_t>(s.copy_n);
+    rt::copy_h2d(a.data(), src.data(), n * 32);
+    rt::copy_h2d(c.data(), src.data() + n * 8, n * 16);
+    rt::copy_h2d(e.data(), src.data() + n * 12, n * 8);
+    rt::copy_h2d(g.data(), src.data() + n * 14, n * 2);
+    KGATE_LAUNCH(hinted_copy, (rt::LaunchConfig{static_cast<unsigned>((s.copy_n + 127) / 128), 128}), a.data(),
+                 b.data(), c.data(), d.data(), e.data(), f.data(), g.data(), h.data(), s.copy_n);
+    std::vector<std::uint32_t> out(src.size());
+    rt::copy_d2h(out.data(), b.data(), n * 32);
+    rt::copy_d2h(out.data() + n * 8, d.data(), n * 16);
+    rt::copy_d2h(out.data() + n * 12, f.data(), n * 8);
+    rt::copy_d2h(reinterpret_cast<unsigned char*>(out.data() + n * 14), h.data(), n * 2);
+    outs.push_back(as_output("hinted_copy", out));
+  }
   rt::device_synchronize();
   return outs;
 }
@@ -191,6 +219,12 @@ std::vector<Output> run_plain_cpp(int scale) {
         out[static_cast<std::size_t>(i) * s.gemm_n + j] = acc;
       }
     outs.push_back(as_output("tile_gemm", out));
+  }
+  {  // hinted_copy: the input, unchanged (the last 2-byte block is half used)
+    std::vector<std::uint32_t> out = hinted_input(s.copy_n);
+    const std::size_t n = static_cast<std::size_t>(s.copy_n);
+    std::memset(reinterpret_cast<unsigned char*>(out.data() + n * 14) + n * 2, 0, n * 2);
+    outs.push_back(as_output("hinted_copy", out));
   }
   return outs;
 }

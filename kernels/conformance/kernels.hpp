@@ -120,4 +120,26 @@ KGATE_KERNEL_BOUNDS(tile_gemm, 64, const std::uint16_t* a, const std::uint16_t* 
   (void)m;
 }
 
+// Hinted accesses: the runtime's wide and read-once loads and stores move
+// values of 32, 16, 8 and 2 bytes unchanged (a hint changes caching only).
+// Element i of each array is copied by work-item i.
+struct alignas(32) Bytes32 {
+  std::uint32_t v[8];
+};
+struct alignas(16) Bytes16 {
+  std::uint32_t v[4];
+};
+struct alignas(8) Bytes8 {
+  std::uint16_t v[4];
+};
+KGATE_KERNEL(hinted_copy, const Bytes32* a, Bytes32* b, const Bytes16* c, Bytes16* d, const Bytes8* e, Bytes8* f,
+             const std::uint16_t* g, std::uint16_t* h, int n) {
+  const int i = static_cast<int>(rt::block_idx().x * rt::block_dim().x + rt::thread_idx().x);
+  if (i >= n) return;
+  rt::store_once(b + i, rt::load_wide(a + i));
+  rt::store_wide(d + i, rt::load_once(c + i));
+  rt::store_once(f + i, rt::load_once(e + i));
+  rt::store_wide(h + i, rt::load_wide(g + i));
+}
+
 }  // namespace kgate::conformance

@@ -211,9 +211,14 @@ KGATE_DEVICE float relu_masked(float dy, float x, float mean, float rstd, const 
 // moment, Chan-combined into the work-item's running moments.
 inline constexpr int kRowBatch = 4;
 
-// (p[0] + p[1]) + (p[2] + p[3]): the batch's rows in a pairwise tree.
-KGATE_DEVICE float row_tree(const float (&p)[kRowBatch]) { return (p[0] + p[1]) + (p[2] + p[3]); }
-static_assert(kRowBatch == 4, "row_tree is written for 4 rows");
+// The batch's rows in a pairwise tree: (p[0] + p[1]) + (p[2] + p[3]), ...
+template <int N>
+KGATE_DEVICE float pair_tree(const float* p) {
+  if constexpr (N == 1) return p[0];
+  else return pair_tree<N / 2>(p) + pair_tree<N / 2>(p + N / 2);
+}
+KGATE_DEVICE float row_tree(const float (&p)[kRowBatch]) { return pair_tree<kRowBatch>(p); }
+static_assert((kRowBatch & (kRowBatch - 1)) == 0, "row_tree needs a power of two");
 
 // Two-pass moments of a batch's first `rows` rows of V values: each row in
 // sequence, the rows in a pairwise tree (short dependency chains; absent rows
