@@ -274,19 +274,28 @@ KGATE_KERNEL_BOUNDS(gn_fwd_stats, kThreads, FwdArgs a) {
     const std::int64_t col = s.col0 + static_cast<std::int64_t>(ci) * g.width;
     Moments acc;
     if (col < cols) {
-      const Tin* base = static_cast<const Tin*>(a.x) + n * g.S * g.C + col * V;
-      for (std::int64_t r0 = first; r0 < s.row_end; r0 += step) {
-        // The rows of the batch that lie in the chunk: a prefix.
-        int rows = 0;
-KGATE_UNROLL
-        for (int u = 0; u < kRowBatch; ++u)
-          if (r0 + static_cast<std::int64_t>(u) * g.rows_par < s.row_end) rows = u + 1;
+      // p: the batch's first row; its rows lie row_stride elements apart.
+      const std::int64_t row_stride = static_cast<std::int64_t>(g.rows_par) * g.C;
+      const Tin* p = static_cast<const Tin*>(a.x) + (n * g.S + first) * g.C + col * V;
+      for (std::int64_t r0 = first; r0 < s.row_end; r0 += step, p += kRowBatch * row_stride) {
+        // The rows of the batch that lie in the chunk: a prefix, all of it
+        // except in a chunk's last batch.
+        const std::int64_t left = s.row_end - r0;
+        int rows = kRowBatch;
         Pack<Tin, V> pk[kRowBatch] = {};
+        if (left > static_cast<std::int64_t>(kRowBatch - 1) * g.rows_par) {
 KGATE_UNROLL
-        for (int u = 0; u < kRowBatch; ++u)
-          if (u < rows)
-            pk[u] = rt::load_wide(reinterpret_cast<const Pack<Tin, V>*>(base + (r0 + static_cast<std::int64_t>(u) *
-                                                                                          g.rows_par) * g.C));
+          for (int u = 0; u < kRowBatch; ++u)
+            pk[u] = rt::load_wide(reinterpret_cast<const Pack<Tin, V>*>(p + u * row_stride));
+        } else {
+          rows = 0;
+KGATE_UNROLL
+          for (int u = 0; u < kRowBatch; ++u)
+            if (static_cast<std::int64_t>(u) * g.rows_par < left) {
+              pk[u] = rt::load_wide(reinterpret_cast<const Pack<Tin, V>*>(p + u * row_stride));
+              rows = u + 1;
+            }
+        }
         float xv[kRowBatch][V];
 KGATE_UNROLL
         for (int u = 0; u < kRowBatch; ++u) unpack_f32<Tin, V>(pk[u], xv[u]);
@@ -449,26 +458,29 @@ KGATE_UNROLL
       bt[i] = affine ? a.beta[col * VA + i] : 0.0f;
     }
     const std::int64_t step = static_cast<std::int64_t>(rows_par) * B;
-    for (std::int64_t r0 = row_begin + lane_row; r0 < row_end; r0 += step) {
-      const std::int64_t off0 = (n * g.S + r0) * g.C + col * VA;
+    // x and y at the batch's first row; its rows lie row_stride elements apart.
+    const std::int64_t row_stride = static_cast<std::int64_t>(rows_par) * g.C;
+    const std::int64_t off0 = (n * g.S + row_begin + lane_row) * g.C + col * VA;
+    const Tin* px = static_cast<const Tin*>(a.x) + off0;
+    Tout* py = static_cast<Tout*>(a.y) + off0;
+    for (std::int64_t r0 = row_begin + lane_row; r0 < row_end; r0 += step, px += B * row_stride, py += B * row_stride) {
+      const std::int64_t left = row_end - r0;
+      const bool full = left > static_cast<std::int64_t>(B - 1) * rows_par;
       Pack<Tin, VA> pk[B] = {};
 KGATE_UNROLL
       for (int u = 0; u < B; ++u)
-        if (r0 + static_cast<std::int64_t>(u) * rows_par < row_end)
-          pk[u] = rt::load_once(reinterpret_cast<const Pack<Tin, VA>*>(static_cast<const Tin*>(a.x) + off0 +
-                                                                        static_cast<std::int64_t>(u) * rows_par * g.C));
+        if (full || static_cast<std::int64_t>(u) * rows_par < left)
+          pk[u] = rt::load_once(reinterpret_cast<const Pack<Tin, VA>*>(px + u * row_stride));
 KGATE_UNROLL
       for (int u = 0; u < B; ++u) {
-        if (r0 + static_cast<std::int64_t>(u) * rows_par >= row_end) continue;
+        if (!full && static_cast<std::int64_t>(u) * rows_par >= left) continue;
         float xv[VA];
         unpack_f32<Tin, VA>(pk[u], xv);
         Pack<Tout, VA> out;
 KGATE_UNROLL
         for (int i = 0; i < VA; ++i)
           out.v[i] = from_f32<Tout>(gn_forward_value(xv[i], mean, rstd, affine, gm[i], bt[i], a.relu));
-        rt::store_once(reinterpret_cast<Pack<Tout, VA>*>(static_cast<Tout*>(a.y) + off0 +
-                                                         static_cast<std::int64_t>(u) * rows_par * g.C),
-                       out);
+        rt::store_once(reinterpret_cast<Pack<Tout, VA>*>(py + u * row_stride), out);
       }
     }
   }

@@ -31,9 +31,14 @@ gn::Geometry geometry(const GroupNormProblem& p) {
   g.width = static_cast<int>(std::min<std::int64_t>(cols, gn::kThreads));
   g.rows_par = gn::kThreads / g.width;
   g.col_iters = static_cast<int>((cols + g.width - 1) / g.width);
-  // About 16 rows per work-item per chunk, more when the grid would pass
-  // 65535 chunks (a multiple of rows_par either way).
-  const std::int64_t base = static_cast<std::int64_t>(g.rows_par) * 16;
+  // About 16 rows per work-item per chunk; fewer (down to one batch) where
+  // 16 would leave fewer than 512 chunks per sample, so that small volumes
+  // still spread over a GPU; more when the grid would pass 65535 chunks (a
+  // multiple of rows_par either way).
+  std::int64_t per_item = 16;
+  while (per_item > gn::kRowBatch && (g.S + g.rows_par * per_item - 1) / (g.rows_par * per_item) < 512)
+    per_item /= 2;
+  const std::int64_t base = static_cast<std::int64_t>(g.rows_par) * per_item;
   const std::int64_t min_rows = (g.S + 65534) / 65535;
   g.chunk_rows = std::min<std::int64_t>(g.S, std::max(base, (min_rows + g.rows_par - 1) / g.rows_par * g.rows_par));
   g.chunks = (g.S + g.chunk_rows - 1) / g.chunk_rows;
