@@ -6,9 +6,11 @@
 //   gn_bench [--seed S] [--fill F] [--iters N] [--copy BYTES] [--steps]
 //            DESCRIPTOR...
 //
-// --copy also measures two streaming ceilings over the same bytes: a read-only
-// pass (16-byte loads) and a bf16 -> fp32 widening pass (the forward apply's
-// traffic without its arithmetic). --steps prints each plan step's time.
+// --copy also measures streaming ceilings over a quarter of those bytes of
+// bf16 input: a read-only pass, a bf16 -> fp32 widening pass (the forward
+// apply's traffic without its arithmetic), and the two in sequence (the floor
+// of any forward that reads its input twice). --steps prints each plan
+// step's time.
 //
 // Derived inputs (backward's mean, rstd) come from this backend's forward
 // kernel, so two backends that agree on the forward see identical inputs.
@@ -33,11 +35,11 @@ constexpr int kPerThread = 8;  // 16-byte units a work-item handles
 struct U4 {
   std::uint32_t v[4];
 };
-struct alignas(16) Bf16x8 {
-  kgate::bf16 v[8];
+struct alignas(8) Bf16x4 {
+  kgate::bf16 v[4];
 };
-struct alignas(32) F32x8 {
-  float v[8];
+struct alignas(16) F32x4 {
+  float v[4];
 };
 
 // Reads `units` 16-byte units; writes only if the xor of everything read is
@@ -54,20 +56,23 @@ KGATE_KERNEL_BOUNDS(read_ceiling, kBenchThreads, const U4* in, std::uint64_t uni
   if (acc == 0x12345679u) out[0] = acc;
 }
 
-// bf16 -> fp32, 8 elements per unit.
-KGATE_KERNEL_BOUNDS(widen_ceiling, kBenchThreads, const Bf16x8* in, std::uint64_t units, F32x8* out) {
-  const std::uint64_t base = static_cast<std::uint64_t>(rt::block_idx().x) * kBenchThreads * kPerThread;
-  Bf16x8 v[kPerThread];
+// bf16 -> fp32, 4 elements per unit (8-byte loads, 16-byte stores, read-once
+// hints: the forward apply's access pattern without its arithmetic), units
+// taken in reverse block order when `reverse` is set.
+KGATE_KERNEL_BOUNDS(widen_ceiling, kBenchThreads, const Bf16x4* in, std::uint64_t units, F32x4* out, int reverse) {
+  const std::uint64_t b = reverse ? rt::grid_dim().x - 1 - rt::block_idx().x : rt::block_idx().x;
+  const std::uint64_t base = b * kBenchThreads * kPerThread;
+  Bf16x4 v[kPerThread] = {};
   for (int k = 0; k < kPerThread; ++k) {
     const std::uint64_t i = base + rt::thread_idx().x + static_cast<std::uint64_t>(k) * kBenchThreads;
-    if (i < units) v[k] = in[i];
+    if (i < units) v[k] = rt::load_once(in + i);
   }
   for (int k = 0; k < kPerThread; ++k) {
     const std::uint64_t i = base + rt::thread_idx().x + static_cast<std::uint64_t>(k) * kBenchThreads;
     if (i >= units) continue;
-    F32x8 o;
-    for (int e = 0; e < 8; ++e) o.v[e] = v[k].v[e].to_float();
-    out[i] = o;
+    F32x4 o;
+    for (int e = 0; e < 4; ++e) o.v[e] = v[k].v[e].to_float();
+    rt::store_once(out + i, o);
   }
 }
 
@@ -83,22 +88,34 @@ double time_ms(F&& f, int iters) {
   return static_cast<double>(rt::elapsed_ms(start, stop)) / iters;
 }
 
-// Read-only and bf16 -> fp32 streaming bandwidth over `bytes` of input.
+// Streaming ceilings over `bytes` of bf16 input: read-only, bf16 -> fp32
+// widening, and the two together (read forward, then widen in reverse: what
+// any GroupNorm forward that reads x twice must move, with no arithmetic).
 void ceilings(std::size_t bytes, int iters) {
-  const std::uint64_t units = bytes / 16;
-  const auto blocks = static_cast<std::uint32_t>((units + kBenchThreads * kPerThread - 1) / (kBenchThreads * kPerThread));
-  rt::DeviceBuffer<std::byte> in(units * 16), out(units * 32);
-  rt::device_memset(in.data(), 0, units * 16);
-  rt::LaunchConfig cfg;
-  cfg.grid = rt::dim3(blocks);
-  cfg.block = rt::dim3(kBenchThreads);
-  const double r = time_ms([&] { KGATE_LAUNCH(read_ceiling, cfg, reinterpret_cast<const U4*>(in.data()), units,
-                                              reinterpret_cast<std::uint32_t*>(out.data())); }, iters);
-  const double w = time_ms([&] { KGATE_LAUNCH(widen_ceiling, cfg, reinterpret_cast<const Bf16x8*>(in.data()), units,
-                                              reinterpret_cast<F32x8*>(out.data())); }, iters);
-  std::printf("read-only %zu bytes: %.4f ms, %.1f GB/s\n", bytes, r, static_cast<double>(units * 16) / (r * 1e6));
-  std::printf("bf16->fp32 %zu bytes in: %.4f ms, %.1f GB/s (read + write)\n", bytes, w,
-              static_cast<double>(units * 48) / (w * 1e6));
+  const std::uint64_t units16 = bytes / 16, units8 = bytes / 8;
+  const std::uint64_t per_block = kBenchThreads * kPerThread;
+  rt::DeviceBuffer<std::byte> in(units16 * 16), out(units16 * 32);
+  rt::device_memset(in.data(), 0, units16 * 16);
+  rt::LaunchConfig rcfg, wcfg;
+  rcfg.grid = rt::dim3(static_cast<std::uint32_t>((units16 + per_block - 1) / per_block));
+  wcfg.grid = rt::dim3(static_cast<std::uint32_t>((units8 + per_block - 1) / per_block));
+  rcfg.block = wcfg.block = rt::dim3(kBenchThreads);
+  auto read = [&] {
+    KGATE_LAUNCH(read_ceiling, rcfg, reinterpret_cast<const U4*>(in.data()), units16,
+                 reinterpret_cast<std::uint32_t*>(out.data()));
+  };
+  auto widen = [&](int reverse) {
+    KGATE_LAUNCH(widen_ceiling, wcfg, reinterpret_cast<const Bf16x4*>(in.data()), units8,
+                 reinterpret_cast<F32x4*>(out.data()), reverse);
+  };
+  const double r = time_ms(read, iters);
+  const double w = time_ms([&] { widen(0); }, iters);
+  const double both = time_ms([&] { read(); widen(1); }, iters);
+  const double b = static_cast<double>(units16 * 16);
+  std::printf("read-only %zu bytes: %.4f ms, %.1f GB/s\n", bytes, r, b / (r * 1e6));
+  std::printf("bf16->fp32 %zu bytes in: %.4f ms, %.1f GB/s (read + write)\n", bytes, w, 3 * b / (w * 1e6));
+  std::printf("read, then bf16->fp32 reversed: %.4f ms, %.1f GB/s of read once + write\n", both,
+              3 * b / (both * 1e6));
 }
 
 // Device-to-device copy bandwidth (read + write) over `bytes`.
