@@ -1,8 +1,8 @@
 // GroupNorm kernels for NDHWC tensors: statistics (two-pass moments per
-// vector of V channels, Chan-combined within a work-item, a chunk and across
-// chunks: the pairwise Welford family of ORACLES.md), normalize + affine +
-// fused ReLU, and the backward pass. One source for every backend
-// (kernels/runtime/runtime.hpp).
+// batch of kRowBatch rows x V channels, Chan-combined within a work-item, a
+// tree over a chunk's row lanes, and a tree across chunks: the pairwise
+// Welford family of ORACLES.md), normalize + affine + fused ReLU, and the
+// backward pass. One source for every backend (kernels/runtime/runtime.hpp).
 //
 // Determinism by construction: no floating-point atomics; each chunk of rows
 // is reduced by one workgroup in a fixed order, and chunk partials are
@@ -16,7 +16,11 @@
 // V divides C/G so a column lies in one group) at row offset `lane_row`, and
 // strides over the chunk's rows by `rows_par`; when there are more than
 // kThreads columns, it owns columns col, col + kThreads, ... (at most
-// kMaxColIters).
+// kMaxColIters). The forward apply splits columns its own way (kApplyV).
+//
+// Memory traffic: the forward reads x twice (statistics, then normalize),
+// the second time in reverse chunk order with read-once hints so that the
+// chunks the statistics read last are still cached.
 #pragma once
 
 #include <math.h>
@@ -426,9 +430,10 @@ template <class Tout>
 inline constexpr int kApplyBatch = sizeof(Tout) == 2 && !std::is_same_v<Tout, kgate::bf16> ? 2 : kRowBatch;
 
 // Channels per access in the apply pass: at most 16 bytes of output, so that
-// each store instruction of a wave writes one contiguous span (a 32-byte
-// store per work-item writes every other 16 bytes and runs at about 60% of
-// the copy bandwidth on an H200). Divides V, so a column lies in one group.
+// each store instruction of a wave writes one contiguous span (with 32 bytes
+// per work-item, each instruction writes every other 16 bytes, which streams
+// markedly slower on an H200: gn_bench --copy measures the contiguous form).
+// Divides V, so a column lies in one group.
 template <class Tout, int V>
 inline constexpr int kApplyV = V * static_cast<int>(sizeof(Tout)) > 16 ? 16 / static_cast<int>(sizeof(Tout)) : V;
 
