@@ -210,26 +210,8 @@ struct OnceHint {
   __device__ static void store(uint2* p, uint2 v) { __stcs(p, v); }
   __device__ static void store(unsigned int* p, unsigned int v) { __stcs(p, v); }
 };
-// Plain accesses of T as its widest aligned pieces (a struct copy can
-// compile to one access per member).
-struct WideHint {
-  using P16 = uint4;
-  using P8 = uint2;
-  using P4 = unsigned int;
-  template <class P>
-  __device__ static P load(const P* p) { return *p; }
-  template <class P>
-  __device__ static void store(P* p, P v) { *p = v; }
-};
 }  // namespace detail
-template <class T>
-__device__ inline T load_wide(const T* p) { return detail::hinted_load<detail::WideHint>(p); }
-template <class T>
-__device__ inline void store_wide(T* p, const T& v) { detail::hinted_store<detail::WideHint>(p, v); }
-template <class T>
-__device__ inline T load_once(const T* p) { return detail::hinted_load<detail::OnceHint>(p); }
-template <class T>
-__device__ inline void store_once(T* p, const T& v) { detail::hinted_store<detail::OnceHint>(p, v); }
+// load_wide / store_wide / load_once / store_once: device_common.hpp.
 
 // ===========================================================================
 // 10. Streams and events

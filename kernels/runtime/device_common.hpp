@@ -127,6 +127,36 @@ __device__ inline void hinted_store(T* p, const T& v) {
   else *p = v;
 }
 
+// The backend's read-once hint (section 9 of its header): P16, P8, P4 and
+// load / store for each.
+struct OnceHint;
+// Plain accesses through the same piece types (a struct copy can compile to
+// one access per member).
+template <class H>
+struct WideOf {
+  using P16 = typename H::P16;
+  using P8 = typename H::P8;
+  using P4 = typename H::P4;
+  template <class P>
+  __device__ static P load(const P* p) { return *p; }
+  template <class P>
+  __device__ static void store(P* p, P v) { *p = v; }
+};
+
+}  // namespace detail
+
+// T moved as its widest aligned pieces (plain), or with the read-once hint.
+template <class T>
+__device__ inline T load_wide(const T* p) { return detail::hinted_load<detail::WideOf<detail::OnceHint>>(p); }
+template <class T>
+__device__ inline void store_wide(T* p, const T& v) { detail::hinted_store<detail::WideOf<detail::OnceHint>>(p, v); }
+template <class T>
+__device__ inline T load_once(const T* p) { return detail::hinted_load<detail::OnceHint>(p); }
+template <class T>
+__device__ inline void store_once(T* p, const T& v) { detail::hinted_store<detail::OnceHint>(p, v); }
+
+namespace detail {
+
 // Fresh device memory holds the host backend's poison pattern (0x7FA5
 // repeated) on every backend, so an unwritten output reads the same.
 template <int = 0>
