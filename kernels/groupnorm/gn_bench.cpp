@@ -122,13 +122,7 @@ void ceilings(std::size_t bytes, int iters) {
 double copy_gbps(std::size_t bytes, int iters) {
   rt::DeviceBuffer<std::byte> a(bytes), b(bytes);
   rt::device_memset(a.data(), 0, bytes);
-  rt::copy_d2d(b.data(), a.data(), bytes);
-  rt::Event start, stop;
-  start.record();
-  for (int i = 0; i < iters; ++i) rt::copy_d2d(b.data(), a.data(), bytes);
-  stop.record();
-  stop.synchronize();
-  const double ms = static_cast<double>(rt::elapsed_ms(start, stop)) / iters;
+  const double ms = time_ms([&] { rt::copy_d2d(b.data(), a.data(), bytes); }, iters);
   return 2.0 * static_cast<double>(bytes) / (ms * 1e6);
 }
 

@@ -136,25 +136,6 @@ struct Moments {
   float n = 0.0f, mean = 0.0f, m2 = 0.0f;
 };
 
-// Two-pass moments of V values (V a power of two, so the division is exact):
-// combined into a running accumulator with Chan's formula, one division per
-// V elements instead of Welford's one per element.
-template <int V>
-KGATE_DEVICE Moments vector_moments(const float (&v)[V]) {
-  float sum = 0.0f;
-KGATE_UNROLL
-  for (int i = 0; i < V; ++i) sum = sum + v[i];
-  Moments m;
-  m.n = static_cast<float>(V);
-  m.mean = sum * (1.0f / static_cast<float>(V));
-KGATE_UNROLL
-  for (int i = 0; i < V; ++i) {
-    const float d = v[i] - m.mean;
-    m.m2 = m.m2 + d * d;
-  }
-  return m;
-}
-
 // Chan et al.'s pairwise combine. Exact counts (integers below 2^24).
 KGATE_DEVICE Moments chan(const Moments& a, const Moments& b) {
   if (b.n == 0.0f) return a;
@@ -420,10 +401,6 @@ KGATE_UNROLL
 // ---------------------------------------------------------------------------
 // Forward 3: normalize + affine + ReLU, one pass.
 
-// Chunks run in the reverse of the statistics pass's order, so that on a GPU
-// the chunks read last by the statistics (still in the L2 cache) are read
-// first; x and y are accessed with the read-once hints so that y's lines and
-// x's used lines leave the cache before x's unread ones.
 // Rows per batch in the apply pass: with fp16 output, kRowBatch rows spill
 // scalar registers on gfx942 (the gfx942 gate rejects it); 2 rows do not.
 template <class Tout>
@@ -437,6 +414,10 @@ inline constexpr int kApplyBatch = sizeof(Tout) == 2 && !std::is_same_v<Tout, kg
 template <class Tout, int V>
 inline constexpr int kApplyV = V * static_cast<int>(sizeof(Tout)) > 16 ? 16 / static_cast<int>(sizeof(Tout)) : V;
 
+// Chunks run in the reverse of the statistics pass's order, so that on a GPU
+// the chunks read last by the statistics (still in the L2 cache) are read
+// first; x and y are accessed with the read-once hints so that y's lines and
+// x's used lines leave the cache before x's unread ones.
 template <class Tin, class Tout, int V>
 KGATE_KERNEL_BOUNDS(gn_fwd_apply, kThreads, FwdArgs a) {
   constexpr int B = kApplyBatch<Tout>;
