@@ -7,10 +7,16 @@
 //            DESCRIPTOR...
 //
 // --copy also measures streaming ceilings over a quarter of those bytes of
-// bf16 input: a read-only pass, a bf16 -> fp32 widening pass (the forward
-// apply's traffic without its arithmetic), and the two in sequence (the floor
-// of any forward that reads its input twice). --steps prints each plan
-// step's time.
+// bf16 input: a read-only pass, an fp32 write-only pass of the output's size,
+// a bf16 -> fp32 widening pass (the forward apply's traffic without its
+// arithmetic), and the read and the widening in sequence (the floor of any
+// forward that reads its input twice). Then the bound on a forward that
+// reads x once: it must read all of x before it writes any y (every output
+// depends on its group's statistics over the whole volume), so it takes at
+// least the read pass plus a widening pass in which the fraction f of x held
+// on chip (registers, LDS, cache) is not loaded again; the widening is timed
+// for f = 0, 1/4, ..., 1 and each bound printed as a share of the copy
+// bandwidth. --steps prints each plan step's time.
 //
 // Derived inputs (backward's mean, rstd) come from this backend's forward
 // kernel, so two backends that agree on the forward see identical inputs.
@@ -58,14 +64,20 @@ KGATE_KERNEL_BOUNDS(read_ceiling, kBenchThreads, const U4* in, std::uint64_t uni
 
 // bf16 -> fp32, 4 elements per unit (8-byte loads, 16-byte stores, read-once
 // hints: the forward apply's access pattern without its arithmetic), units
-// taken in reverse block order when `reverse` is set.
-KGATE_KERNEL_BOUNDS(widen_ceiling, kBenchThreads, const Bf16x4* in, std::uint64_t units, F32x4* out, int reverse) {
+// taken in reverse block order when `reverse` is set. Units below `held`
+// are not loaded (they stand for data a single-read forward kept on chip:
+// their values are made from the index).
+KGATE_KERNEL_BOUNDS(widen_ceiling, kBenchThreads, const Bf16x4* in, std::uint64_t units, F32x4* out, int reverse,
+                    std::uint64_t held) {
   const std::uint64_t b = reverse ? rt::grid_dim().x - 1 - rt::block_idx().x : rt::block_idx().x;
   const std::uint64_t base = b * kBenchThreads * kPerThread;
   Bf16x4 v[kPerThread] = {};
   for (int k = 0; k < kPerThread; ++k) {
     const std::uint64_t i = base + rt::thread_idx().x + static_cast<std::uint64_t>(k) * kBenchThreads;
-    if (i < units) v[k] = rt::load_once(in + i);
+    if (i < held)
+      for (int e = 0; e < 4; ++e) v[k].v[e] = kgate::bf16::from_bits(static_cast<std::uint16_t>(i + e));
+    else if (i < units)
+      v[k] = rt::load_once(in + i);
   }
   for (int k = 0; k < kPerThread; ++k) {
     const std::uint64_t i = base + rt::thread_idx().x + static_cast<std::uint64_t>(k) * kBenchThreads;
@@ -73,6 +85,15 @@ KGATE_KERNEL_BOUNDS(widen_ceiling, kBenchThreads, const Bf16x4* in, std::uint64_
     F32x4 o;
     for (int e = 0; e < 4; ++e) o.v[e] = v[k].v[e].to_float();
     rt::store_once(out + i, o);
+  }
+}
+
+// fp32 stores only, 16 bytes per unit with the apply's pattern and hint.
+KGATE_KERNEL_BOUNDS(write_ceiling, kBenchThreads, std::uint64_t units, F32x4* out) {
+  const std::uint64_t base = static_cast<std::uint64_t>(rt::block_idx().x) * kBenchThreads * kPerThread;
+  for (int k = 0; k < kPerThread; ++k) {
+    const std::uint64_t i = base + rt::thread_idx().x + static_cast<std::uint64_t>(k) * kBenchThreads;
+    if (i < units) rt::store_once(out + i, F32x4{{1.0f, 2.0f, static_cast<float>(k), 0.0f}});
   }
 }
 
@@ -88,10 +109,9 @@ double time_ms(F&& f, int iters) {
   return static_cast<double>(rt::elapsed_ms(start, stop)) / iters;
 }
 
-// Streaming ceilings over `bytes` of bf16 input: read-only, bf16 -> fp32
-// widening, and the two together (read forward, then widen in reverse: what
-// any GroupNorm forward that reads x twice must move, with no arithmetic).
-void ceilings(std::size_t bytes, int iters) {
+// Streaming ceilings over `bytes` of bf16 input (see the file comment);
+// `copy` is the copy bandwidth the shares are taken of.
+void ceilings(std::size_t bytes, int iters, double copy) {
   const std::uint64_t units16 = bytes / 16, units8 = bytes / 8;
   const std::uint64_t per_block = kBenchThreads * kPerThread;
   rt::DeviceBuffer<std::byte> in(units16 * 16), out(units16 * 32);
@@ -104,18 +124,28 @@ void ceilings(std::size_t bytes, int iters) {
     KGATE_LAUNCH(read_ceiling, rcfg, reinterpret_cast<const U4*>(in.data()), units16,
                  reinterpret_cast<std::uint32_t*>(out.data()));
   };
-  auto widen = [&](int reverse) {
+  auto widen = [&](int reverse, std::uint64_t held) {
     KGATE_LAUNCH(widen_ceiling, wcfg, reinterpret_cast<const Bf16x4*>(in.data()), units8,
-                 reinterpret_cast<F32x4*>(out.data()), reverse);
+                 reinterpret_cast<F32x4*>(out.data()), reverse, held);
   };
   const double r = time_ms(read, iters);
-  const double w = time_ms([&] { widen(0); }, iters);
-  const double both = time_ms([&] { read(); widen(1); }, iters);
+  const double wr = time_ms([&] { KGATE_LAUNCH(write_ceiling, wcfg, units8, reinterpret_cast<F32x4*>(out.data())); },
+                            iters);
+  const double w = time_ms([&] { widen(0, 0); }, iters);
+  const double both = time_ms([&] { read(); widen(1, 0); }, iters);
   const double b = static_cast<double>(units16 * 16);
   std::printf("read-only %zu bytes: %.4f ms, %.1f GB/s\n", bytes, r, b / (r * 1e6));
+  std::printf("write-only %zu bytes of fp32: %.4f ms, %.1f GB/s\n", 2 * bytes, wr, 2 * b / (wr * 1e6));
   std::printf("bf16->fp32 %zu bytes in: %.4f ms, %.1f GB/s (read + write)\n", bytes, w, 3 * b / (w * 1e6));
-  std::printf("read, then bf16->fp32 reversed: %.4f ms, %.1f GB/s of read once + write\n", both,
-              3 * b / (both * 1e6));
+  std::printf("read, then bf16->fp32 reversed: %.4f ms, %.1f GB/s of read once + write, %.1f%% of copy\n", both,
+              3 * b / (both * 1e6), 100.0 * 3 * b / (both * 1e6) / copy);
+  std::printf("single-read bound (read pass + widening with a fraction f of x held on chip):\n");
+  for (int quarter = 0; quarter <= 4; ++quarter) {
+    const std::uint64_t held = units8 * static_cast<std::uint64_t>(quarter) / 4;
+    const double t = time_ms([&] { widen(0, held); }, iters);
+    std::printf("  f = %.2f (%.1f MB on chip): widening %.4f ms, bound %.4f ms, %.1f%% of copy\n", quarter / 4.0,
+                static_cast<double>(held) * 8 / 1e6, t, r + t, 100.0 * 3 * b / ((r + t) * 1e6) / copy);
+  }
 }
 
 // Device-to-device copy bandwidth (read + write) over `bytes`.
@@ -147,8 +177,9 @@ int main(int argc, char** argv) {
   try {
     std::printf("backend %s\n", kernels::backend_name().c_str());
     if (copy_bytes) {
-      std::printf("copy %zu bytes: %.1f GB/s\n", copy_bytes, copy_gbps(copy_bytes, iters));
-      ceilings(copy_bytes / 4, iters);
+      const double copy = copy_gbps(copy_bytes, iters);
+      std::printf("copy %zu bytes: %.1f GB/s\n", copy_bytes, copy);
+      ceilings(copy_bytes / 4, iters, copy);
     }
     for (const std::string& d : problems) {
       const Problem p = parse_descriptor(d);
