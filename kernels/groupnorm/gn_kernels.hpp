@@ -20,7 +20,10 @@
 //
 // Memory traffic: the forward reads x twice (statistics, then normalize),
 // the second time in reverse chunk order with read-once hints so that the
-// chunks the statistics read last are still cached.
+// chunks the statistics read last are still cached. Reading x once instead
+// saves only the part of x a GPU can hold on chip between the passes (a grid
+// barrier apart); gn_bench --copy and bench/single_read_skeleton.cu measure
+// how little that buys.
 #pragma once
 
 #include <math.h>
@@ -244,30 +247,6 @@ KGATE_HD constexpr int tree_top(int n) {
   return n > 1 ? t : 0;
 }
 
-// The rows of a statistics batch that lie in the chunk, as loaded.
-template <class Tin, int V>
-struct Batch {
-  Pack<Tin, V> pk[kRowBatch];
-  int rows;
-};
-
-// Loads a batch: `left` rows of the chunk remain from its first row p, its
-// rows lie row_stride elements apart (rows_par rows of the chunk between
-// them); all kRowBatch rows lie in the chunk except in its last batch, where
-// a prefix does. Rows not loaded are zero.
-template <class Tin, int V>
-KGATE_DEVICE Batch<Tin, V> load_batch(const Tin* p, std::int64_t row_stride, int rows_par, std::int64_t left) {
-  Batch<Tin, V> b = {};
-  const bool full = left > static_cast<std::int64_t>(kRowBatch - 1) * rows_par;
-KGATE_UNROLL
-  for (int u = 0; u < kRowBatch; ++u)
-    if (full || static_cast<std::int64_t>(u) * rows_par < left) {
-      b.pk[u] = rt::load_wide(reinterpret_cast<const Pack<Tin, V>*>(p + u * row_stride));
-      b.rows = u + 1;
-    }
-  return b;
-}
-
 template <class Tin, int V>
 KGATE_KERNEL_BOUNDS(gn_fwd_stats, kThreads, FwdArgs a) {
   const Geometry& g = a.g;
@@ -286,20 +265,30 @@ KGATE_KERNEL_BOUNDS(gn_fwd_stats, kThreads, FwdArgs a) {
       // p: the batch's first row; its rows lie row_stride elements apart.
       const std::int64_t row_stride = static_cast<std::int64_t>(g.rows_par) * g.C;
       const Tin* p = static_cast<const Tin*>(a.x) + (n * g.S + first) * g.C + col * V;
-      // Software-pipelined: the next batch's loads are issued before this
-      // batch's arithmetic, so two batches of loads are in flight.
-      Batch<Tin, V> cur = load_batch<Tin, V>(p, row_stride, g.rows_par, s.row_end - first);
-      for (std::int64_t r0 = first; r0 < s.row_end; r0 += step) {
-        p += kRowBatch * row_stride;
-        const Batch<Tin, V> next = r0 + step < s.row_end
-                                       ? load_batch<Tin, V>(p, row_stride, g.rows_par, s.row_end - r0 - step)
-                                       : Batch<Tin, V>{};
+      for (std::int64_t r0 = first; r0 < s.row_end; r0 += step, p += kRowBatch * row_stride) {
+        // The rows of the batch that lie in the chunk: a prefix, all of it
+        // except in a chunk's last batch.
+        const std::int64_t left = s.row_end - r0;
+        int rows = kRowBatch;
+        Pack<Tin, V> pk[kRowBatch] = {};
+        if (left > static_cast<std::int64_t>(kRowBatch - 1) * g.rows_par) {
+KGATE_UNROLL
+          for (int u = 0; u < kRowBatch; ++u)
+            pk[u] = rt::load_wide(reinterpret_cast<const Pack<Tin, V>*>(p + u * row_stride));
+        } else {
+          rows = 0;
+KGATE_UNROLL
+          for (int u = 0; u < kRowBatch; ++u)
+            if (static_cast<std::int64_t>(u) * g.rows_par < left) {
+              pk[u] = rt::load_wide(reinterpret_cast<const Pack<Tin, V>*>(p + u * row_stride));
+              rows = u + 1;
+            }
+        }
         float xv[kRowBatch][V];
 KGATE_UNROLL
-        for (int u = 0; u < kRowBatch; ++u) unpack_f32<Tin, V>(cur.pk[u], xv[u]);
+        for (int u = 0; u < kRowBatch; ++u) unpack_f32<Tin, V>(pk[u], xv[u]);
         // Full batches (all but a chunk's last) take the branch-free copy.
-        acc = chan(acc, cur.rows == kRowBatch ? batch_moments<V>(xv, kRowBatch) : batch_moments<V>(xv, cur.rows));
-        cur = next;
+        acc = chan(acc, rows == kRowBatch ? batch_moments<V>(xv, kRowBatch) : batch_moments<V>(xv, rows));
       }
     }
     // The work-item's moments to LDS, [lane_row][ci][col0].
