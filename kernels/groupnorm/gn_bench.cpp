@@ -134,17 +134,19 @@ void ceilings(std::size_t bytes, int iters, double copy) {
   const double w = time_ms([&] { widen(0, 0); }, iters);
   const double both = time_ms([&] { read(); widen(1, 0); }, iters);
   const double b = static_cast<double>(units16 * 16);
+  // GB/s of the forward's traffic (x read once, y written) in `ms`.
+  const auto fwd_gbps = [&](double ms) { return 3 * b / (ms * 1e6); };
   std::printf("read-only %zu bytes: %.4f ms, %.1f GB/s\n", bytes, r, b / (r * 1e6));
   std::printf("write-only %zu bytes of fp32: %.4f ms, %.1f GB/s\n", 2 * bytes, wr, 2 * b / (wr * 1e6));
-  std::printf("bf16->fp32 %zu bytes in: %.4f ms, %.1f GB/s (read + write)\n", bytes, w, 3 * b / (w * 1e6));
+  std::printf("bf16->fp32 %zu bytes in: %.4f ms, %.1f GB/s (read + write)\n", bytes, w, fwd_gbps(w));
   std::printf("read, then bf16->fp32 reversed: %.4f ms, %.1f GB/s of read once + write, %.1f%% of copy\n", both,
-              3 * b / (both * 1e6), 100.0 * 3 * b / (both * 1e6) / copy);
+              fwd_gbps(both), 100.0 * fwd_gbps(both) / copy);
   std::printf("single-read bound (read pass + widening with a fraction f of x held on chip):\n");
   for (int quarter = 0; quarter <= 4; ++quarter) {
     const std::uint64_t held = units8 * static_cast<std::uint64_t>(quarter) / 4;
-    const double t = time_ms([&] { widen(0, held); }, iters);
+    const double t = held == 0 ? w : time_ms([&] { widen(0, held); }, iters);  // f = 0 is the widening above
     std::printf("  f = %.2f (%.1f MB on chip): widening %.4f ms, bound %.4f ms, %.1f%% of copy\n", quarter / 4.0,
-                static_cast<double>(held) * 8 / 1e6, t, r + t, 100.0 * 3 * b / ((r + t) * 1e6) / copy);
+                static_cast<double>(held) * 8 / 1e6, t, r + t, 100.0 * fwd_gbps(r + t) / copy);
   }
 }
 
