@@ -67,13 +67,17 @@ Token split(const std::string& t) {
   return tok;
 }
 
-// Spatial triples where a per-axis key may be absent: d applies to h and w.
+// A spatial triple whose per-axis keys may be absent. For the extents (d h w,
+// kd kh kw) the d-axis key is also the default of h and w. Every other triple
+// (stride, dilation, padding, output padding) has an all-axes key of its own
+// (s, dil, op) that fills the three slots, so its d-axis key sets D only.
 struct Triple {
   std::array<std::optional<std::int64_t>, 3> v;
+  bool d_defaults_hw = false;
   Axis3 resolve(Axis3 dflt) const {
     Axis3 r = dflt;
-    if (v[0]) r = {*v[0], *v[0], *v[0]};
-    for (int a = 1; a < 3; ++a)
+    if (d_defaults_hw && v[0]) r = {*v[0], *v[0], *v[0]};
+    for (int a = 0; a < 3; ++a)
       if (v[a]) r[a] = *v[a];
     return r;
   }
@@ -112,7 +116,7 @@ ConvProblem parse_conv(ConvOp op, ConvDir dir, const std::vector<std::string>& t
   p.dir = dir;
   parse_dtypes(tokens[1], p.src, p.dst, &p.acc, true);
   std::optional<std::int64_t> n, c, k, g;
-  Triple in, kern, stride, dil, opad;
+  Triple in{{}, true}, kern{{}, true}, stride, dil, opad;
   std::array<std::optional<std::int64_t>, 3> pf, pb;
   std::optional<std::string> form, halo;
   bool bias = false;
@@ -194,7 +198,7 @@ GroupNormProblem parse_gn(GnDir dir, const std::vector<std::string>& tokens) {
   p.dir = dir;
   parse_dtypes(tokens[1], p.src, p.dst, nullptr, false);
   std::optional<std::int64_t> n, c, g;
-  Triple sp;
+  Triple sp{{}, true};
   std::optional<double> eps;
   bool relu = false, noaffine = false;
   for (std::size_t i = 2; i < tokens.size(); ++i) {
@@ -248,6 +252,27 @@ void put_triple(std::string& s, const std::string& all, const std::string& prefi
   for (int a = 0; a < 3; ++a) s += " " + prefix + "dhw"[a] + std::to_string(v[a]);
 }
 
+// The descriptor token of a field that validate() names: "cin" -> "c",
+// "in[h]" -> "h", "kernel[d]" -> "kd", "pad_back[w]" -> "pw", "out[d]" -> "d",
+// "halo[w]" -> "halo". Fields without a token of their own (acc, dst, eps,
+// the tensors) stay as they are.
+std::string token_of(const std::string& field) {
+  if (field == "cin") return "c";
+  if (field == "cout") return "k";
+  if (field == "groups") return "g";
+  static const std::pair<std::string_view, std::string_view> kAxial[] = {
+      {"in", ""},        {"spatial", ""},     {"out", ""},        {"kernel", "k"},
+      {"stride", "s"},   {"dilation", "dil"}, {"pad_front", "p"}, {"pad_back", "p"},
+      {"output_padding", "op"}};
+  const auto open = field.find('[');
+  if (open == std::string::npos || field.size() != open + 3 || field.back() != ']') return field;
+  const std::string_view base = std::string_view(field).substr(0, open);
+  if (base == "halo") return "halo";
+  for (const auto& [f, t] : kAxial)
+    if (base == f) return std::string(t) + field[open + 1];
+  return field;
+}
+
 }  // namespace
 
 Problem parse_descriptor(std::string_view text) {
@@ -268,7 +293,11 @@ Problem parse_descriptor(std::string_view text) {
   else if (od == "groupnorm.fwd") p = parse_gn(GnDir::fwd, tokens);
   else if (od == "groupnorm.bwd") p = parse_gn(GnDir::bwd, tokens);
   else bad(od, "unknown operator.direction (conv3d.*, conv_transpose3d.*, groupnorm.* with fwd, bwd_data, bwd_weight / fwd, bwd)");
-  validate(p);
+  try {
+    validate(p);
+  } catch (const InputError& e) {
+    throw InputError(token_of(e.field()), e.message());
+  }
   return p;
 }
 

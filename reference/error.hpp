@@ -10,11 +10,14 @@ namespace kgate {
 class InputError : public std::runtime_error {
  public:
   InputError(std::string field, const std::string& message)
-      : std::runtime_error(field + ": " + message), field_(std::move(field)) {}
+      : std::runtime_error(field + ": " + message), field_(std::move(field)), message_(message) {}
   const std::string& field() const { return field_; }
+  // The message without the field.
+  const std::string& message() const { return message_; }
 
  private:
   std::string field_;
+  std::string message_;
 };
 
 }  // namespace kgate

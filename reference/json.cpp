@@ -166,7 +166,7 @@ Problem problem_from_json(const json& j, const std::string& where) {
   try {
     validate(p);
   } catch (const InputError& e) {
-    throw InputError(where + "." + e.field(), std::string(e.what()).substr(e.field().size() + 2));
+    throw InputError(where + "." + e.field(), e.message());
   }
   return p;
 }

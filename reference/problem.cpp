@@ -56,6 +56,28 @@ void require(bool ok, const std::string& f, const std::string& msg) {
 }
 
 std::int64_t prod(const Axis3& a) { return a[0] * a[1] * a[2]; }
+// In double: cost counts may exceed int64 (they are rounded, never wrapped).
+double dprod(const Axis3& a) {
+  return static_cast<double>(a[0]) * static_cast<double>(a[1]) * static_cast<double>(a[2]);
+}
+
+// Bytes of every tensor read or written, each counted once. Throws
+// InputError naming the tensor (or "bytes", for the sum) past 2^63 bytes, so
+// that a valid problem's byte count is always representable.
+std::int64_t checked_bytes(const std::vector<TensorSpec>& in, const std::vector<TensorSpec>& out) {
+  std::int64_t total = 0;
+  for (const auto* ts : {&in, &out})
+    for (const auto& t : *ts) {
+      const std::string role(name(t.role));
+      std::int64_t b = 0;
+      if (__builtin_mul_overflow(checked_numel(t.dims, role), static_cast<std::int64_t>(size_of(t.dtype)), &b))
+        throw InputError(role, "shape " + dims_string(t.dims) + " of " + std::string(name(t.dtype)) +
+                                   " needs more than 2^63 bytes");
+      if (__builtin_add_overflow(total, b, &total))
+        throw InputError("bytes", "the tensors of this problem need more than 2^63 bytes together");
+    }
+  return total;
+}
 
 // Every extent of a valid problem is below this, so products of a handful of
 // them cannot overflow int64 before checked_numel sees them.
@@ -92,8 +114,8 @@ void ConvProblem::validate() const {
   require_range(cout, 1, kMaxExtent, "cout");
   require_range(groups, 1, kMaxExtent, "groups");
   require(cin % groups == 0 && cout % groups == 0, "groups",
-          "must divide cin (" + std::to_string(cin) + ") and cout (" + std::to_string(cout) + "), got " +
-              std::to_string(groups));
+          "must divide the input channels (" + std::to_string(cin) + ") and the output channels (" +
+              std::to_string(cout) + "), got " + std::to_string(groups));
   for (int a = 0; a < 3; ++a) {
     require_range(in[a], 1, kMaxExtent, field("in", a));
     require_range(kernel[a], 1, 1024, field("kernel", a));
@@ -120,8 +142,9 @@ void ConvProblem::validate() const {
       for (int a = 0; a < 3; ++a) {
         require_range(halo[a], 0, kMaxExtent, field("halo", a));
         if (form == ShapeForm::halo || halo[a] > 0) {
-          require(pad_front[a] == 0 && pad_back[a] == 0, field("pad", a),
-                  std::string("must be 0 on a halo axis in ") + std::string(name(form)) + " form");
+          const std::string why = std::string("must be 0 on a halo axis in ") + std::string(name(form)) + " form";
+          require(pad_front[a] == 0, field("pad_front", a), why);
+          require(pad_back[a] == 0, field("pad_back", a), why);
         }
         require(2 * halo[a] < in[a], field("halo", a),
                 "2*halo must be less than the input extent " + std::to_string(in[a]));
@@ -136,13 +159,13 @@ void ConvProblem::validate() const {
   const Axis3 o = out();
   for (int a = 0; a < 3; ++a) {
     require(o[a] >= 1, field("out", a),
-            "output extent must be >= 1, got " + std::to_string(o[a]) +
+            std::string("output extent along ") + kAxis[a] + " must be >= 1, got " + std::to_string(o[a]) +
                 " (input, kernel, dilation, padding and stride are inconsistent)");
-    require(o[a] <= kMaxExtent, field("out", a), "output extent too large: " + std::to_string(o[a]));
+    require(o[a] <= kMaxExtent, field("out", a),
+            std::string("output extent along ") + kAxis[a] + " too large: " + std::to_string(o[a]));
   }
-  // Every tensor's element count must fit in int64.
-  for (const auto& t : inputs()) checked_numel(t.dims, std::string(kgate::name(t.role)));
-  for (const auto& t : outputs()) checked_numel(t.dims, std::string(kgate::name(t.role)));
+  // Every tensor's element and byte counts, and their sum, fit in int64.
+  checked_bytes(inputs(), outputs());
 }
 
 Dims ConvProblem::x_dims() const { return {n, in[0], in[1], in[2], cin}; }
@@ -197,21 +220,15 @@ double ConvProblem::flops() const {
   // Multiply-adds of the full contraction (taps that land in padding included,
   // as every implicit-GEMM kernel does them).
   const double macs = op == ConvOp::conv3d
-                          ? static_cast<double>(n) * prod(out()) * cout * (cin / groups) * prod(kernel)
-                          : static_cast<double>(n) * prod(in) * cin * (cout / groups) * prod(kernel);
-  const double bias_adds = bias ? static_cast<double>(n) * prod(out()) * cout : 0.0;
+                          ? static_cast<double>(n) * dprod(out()) * static_cast<double>(cout) *
+                                static_cast<double>(cin / groups) * dprod(kernel)
+                          : static_cast<double>(n) * dprod(in) * static_cast<double>(cin) *
+                                static_cast<double>(cout / groups) * dprod(kernel);
+  const double bias_adds = bias ? static_cast<double>(n) * dprod(out()) * static_cast<double>(cout) : 0.0;
   return 2.0 * macs + bias_adds;
 }
 
-namespace {
-std::int64_t bytes_of(const std::vector<TensorSpec>& ts) {
-  std::int64_t b = 0;
-  for (const auto& t : ts) b += checked_numel(t.dims, "tensor") * static_cast<std::int64_t>(size_of(t.dtype));
-  return b;
-}
-}  // namespace
-
-std::int64_t ConvProblem::min_bytes() const { return bytes_of(inputs()) + bytes_of(outputs()); }
+std::int64_t ConvProblem::min_bytes() const { return checked_bytes(inputs(), outputs()); }
 
 // ---------------------------------------------------------------------------
 // GroupNormProblem
@@ -225,7 +242,7 @@ void GroupNormProblem::validate() const {
   for (int a = 0; a < 3; ++a) require_range(spatial[a], 1, kMaxExtent, field("spatial", a));
   require(std::isfinite(eps) && eps > 0.0, "eps", "must be finite and > 0");
   require(src != DType::fp64 || dst == DType::fp64, "dst", "fp64 input needs fp64 output");
-  for (const auto& t : inputs()) checked_numel(t.dims, std::string(kgate::name(t.role)));
+  checked_bytes(inputs(), outputs());
 }
 
 Dims GroupNormProblem::x_dims() const { return {n, spatial[0], spatial[1], spatial[2], c}; }
@@ -257,10 +274,10 @@ std::vector<TensorSpec> GroupNormProblem::outputs() const {
 }
 
 double GroupNormProblem::flops() const {
-  return (dir == GnDir::fwd ? 8.0 : 12.0) * static_cast<double>(n) * c * prod(spatial);
+  return (dir == GnDir::fwd ? 8.0 : 12.0) * static_cast<double>(n) * static_cast<double>(c) * dprod(spatial);
 }
 
-std::int64_t GroupNormProblem::min_bytes() const { return bytes_of(inputs()) + bytes_of(outputs()); }
+std::int64_t GroupNormProblem::min_bytes() const { return checked_bytes(inputs(), outputs()); }
 
 // ---------------------------------------------------------------------------
 // Problem

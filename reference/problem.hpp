@@ -87,7 +87,9 @@ struct ConvProblem {
   std::vector<TensorSpec> inputs() const;
   std::vector<TensorSpec> outputs() const;
   double flops() const;              // 2 per multiply-add, plus the bias adds
-  std::int64_t min_bytes() const;    // every input read once, every output written once
+  // Every input read once, every output written once. validate() refuses a
+  // problem whose byte count exceeds int64, so on a valid one this never wraps.
+  std::int64_t min_bytes() const;
 
   bool operator==(const ConvProblem&) const = default;
 };

@@ -1,7 +1,9 @@
 // Problems: output-shape formula (PyTorch's), validation naming the field,
 // descriptor and JSON round trips, cost counts.
 #include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "reference/descriptor.hpp"
@@ -61,21 +63,35 @@ TEST(Problem, TensorShapesAndLayouts) {
 }
 
 TEST(Problem, ValidationNamesTheField) {
-  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c64 k6 g4 d8 kd3"), "groups");
-  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d2 kd5"), "out[d]");
+  // A descriptor's errors name its tokens, not the problem's internal fields.
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c64 k6 g4 d8 kd3"), "g");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d2 kd5"), "d");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 h2 kd1 kh5"), "h");
   EXPECT_EQ(rejected_field("conv3d.fwd bf16 n0 c4 k4 d2 kd1"), "n");
-  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 s0"), "stride[d]");
-  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 op1"), "output_padding[d]");
-  EXPECT_EQ(rejected_field("conv_transpose3d.fwd bf16 n1 c4 k4 d8 kd2 s2 op2"), "output_padding[d]");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c0 k4 d2 kd1"), "c");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k0 d2 kd1"), "k");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d0 kd1"), "d");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 w0 kd1"), "w");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 kw0"), "kw");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 s0"), "sd");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 sh0"), "sh");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 dilw0"), "dilw");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 ph-1"), "ph");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 pw0:-1"), "pw");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 op1"), "opd");
+  EXPECT_EQ(rejected_field("conv_transpose3d.fwd bf16 n1 c4 k4 d8 kd2 s2 op2"), "opd");
+  EXPECT_EQ(rejected_field("conv_transpose3d.fwd bf16 n1 c4 k4 d8 kd2 s2 oph2"), "oph");
   EXPECT_EQ(rejected_field("conv3d.fwd bf16:fp32:bf16 n1 c4 k4 d8 kd3"), "acc");
-  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 p1 form=halo halo=1,1,1"), "pad[d]");
-  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 halo=1,0,0"), "halo[d]");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 p1 form=halo halo=1,1,1"), "pd");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 pd0:1 form=halo halo=1,1,1"), "pd");
+  EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 halo=1,0,0"), "halo");
   EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 bogus7"), "descriptor");
   EXPECT_EQ(rejected_field("conv3d.fwd bf17 n1 c4 k4 d8 kd3"), "descriptor");
   EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 k4 d8 kd3 n2"), "descriptor");
   EXPECT_EQ(rejected_field("conv3d.fwd bf16 n1 c4 d8 kd3"), "descriptor");
   EXPECT_EQ(rejected_field("conv3d.sideways bf16 n1 c4 k4 d8 kd3"), "descriptor");
-  EXPECT_EQ(rejected_field("groupnorm.fwd bf16 n1 c64 g7 d8"), "groups");
+  EXPECT_EQ(rejected_field("groupnorm.fwd bf16 n1 c64 g7 d8"), "g");
+  EXPECT_EQ(rejected_field("groupnorm.fwd bf16 n1 c64 g8 d8 h0"), "h");
   EXPECT_EQ(rejected_field("groupnorm.fwd bf16 n1 c64 g8 d8 eps0"), "eps");
   // Shapes whose element count overflows int64 are rejected, not wrapped.
   EXPECT_EQ(rejected_field("conv3d.fwd fp32 n16000000 c16000000 k1 d16000000 kd1"), "x");
@@ -86,6 +102,144 @@ TEST(Problem, ValidationNamesTheField) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("max(stride, dilation)"), std::string::npos) << e.what();
   }
+}
+
+TEST(Problem, PerAxisKeysSetOneAxis) {
+  // sd/dild/opd set D only (they once applied to all three axes).
+  const ConvProblem s = conv("conv3d.fwd bf16 n1 c1 k1 d8 kd1 sd2");
+  EXPECT_EQ(s.stride, (Axis3{2, 1, 1}));
+  EXPECT_EQ(s.y_dims(), (Dims{1, 4, 8, 8, 1}));
+  EXPECT_EQ(to_descriptor(s), "conv3d.fwd bf16 n1 c1 k1 d8 kd1 sd2 sh1 sw1");
+  EXPECT_EQ(conv("conv3d.fwd bf16 n1 c1 k1 d8 kd2 dild2").dilation, (Axis3{2, 1, 1}));
+  EXPECT_EQ(conv("conv3d.fwd bf16 n1 c1 k1 d8 kd2 dilw3").dilation, (Axis3{1, 1, 3}));
+  EXPECT_EQ(conv("conv_transpose3d.fwd bf16 n1 c1 k1 d8 kd2 s2 opd1").output_padding, (Axis3{1, 0, 0}));
+  EXPECT_EQ(conv("conv3d.fwd bf16 n1 c1 k1 d8 kd2 pd1").pad_front, (Axis3{1, 0, 0}));
+  // The extents' d key is also the default of h and w.
+  EXPECT_EQ(conv("conv3d.fwd bf16 n1 c1 k1 d8 w5 kd3 kh1").in, (Axis3{8, 8, 5}));
+  EXPECT_EQ(conv("conv3d.fwd bf16 n1 c1 k1 d8 w5 kd3 kh1").kernel, (Axis3{3, 1, 3}));
+}
+
+// A conv descriptor written from per-axis tokens, and the values it must parse to.
+struct AxisCase {
+  std::string text;
+  ConvProblem want;
+};
+
+// Every per-axis field (d h w, kd kh kw, s|sd sh sw, p|pd ph pw with F or
+// F:B, dil|dild dilh dilw, op|opd oph opw), each either absent, given for all
+// axes, or given per axis for a subset of the axes; tokens in random order.
+rc::Gen<AxisCase> gen_axis_case() {
+  return rc::gen::exec([] {
+    ConvProblem p;
+    p.op = *rc::gen::element(ConvOp::conv3d, ConvOp::conv_transpose3d);
+    p.dir = *rc::gen::element(ConvDir::fwd, ConvDir::bwd_data, ConvDir::bwd_weight);
+    p.n = *rc::gen::inRange<std::int64_t>(1, 3);
+    p.cin = *rc::gen::inRange<std::int64_t>(1, 5);
+    p.cout = *rc::gen::inRange<std::int64_t>(1, 5);
+    std::vector<std::string> tokens{"n" + std::to_string(p.n), "c" + std::to_string(p.cin),
+                                    "k" + std::to_string(p.cout)};
+    const char axes[] = {'d', 'h', 'w'};
+    // Each axis of a family present with probability 1/2.
+    auto subset = [] {
+      std::array<bool, 3> on{};
+      for (auto& o : on) o = *rc::gen::arbitrary<bool>();
+      return on;
+    };
+    // Extents: the d key is required and defaults h and w.
+    auto extent = [&](Axis3& v, const std::string& prefix, std::int64_t lo, std::int64_t hi) {
+      const auto on = subset();
+      v.fill(*rc::gen::inRange<std::int64_t>(lo, hi + 1));
+      tokens.push_back(prefix + "d" + std::to_string(v[0]));
+      for (int a = 1; a < 3; ++a)
+        if (on[a]) {
+          v[a] = *rc::gen::inRange<std::int64_t>(lo, hi + 1);
+          tokens.push_back(prefix + axes[a] + std::to_string(v[a]));
+        }
+    };
+    // Families with an all-axes key: absent, all axes, or a subset per axis.
+    auto family = [&](Axis3& v, const std::string& all, const std::string& prefix, auto value, auto text) {
+      switch (*rc::gen::inRange(0, 3)) {
+        case 0: break;
+        case 1: {
+          const auto x = value(-1);
+          v.fill(x);
+          tokens.push_back(all + text(x));
+          break;
+        }
+        default: {
+          const auto on = subset();
+          for (int a = 0; a < 3; ++a)
+            if (on[a]) {
+              v[a] = value(a);
+              tokens.push_back(prefix + axes[a] + text(v[a]));
+            }
+        }
+      }
+    };
+    auto str = [](std::int64_t x) { return std::to_string(x); };
+    auto small = [](std::int64_t lo, std::int64_t hi) {
+      return [=](int) { return *rc::gen::inRange<std::int64_t>(lo, hi + 1); };
+    };
+    extent(p.kernel, "k", 1, 4);
+    // Inputs at least as large as any dilated kernel: every conv3d output >= 1.
+    extent(p.in, "", 10, 20);
+    family(p.stride, "s", "s", small(1, 3), str);
+    family(p.dilation, "dil", "dil", small(1, 3), str);
+    // Padding: value F or F:B; the pair travels through a packed integer.
+    Axis3 packed{};
+    family(packed, "p", "p", [](int) {
+      const auto f = *rc::gen::inRange<std::int64_t>(0, 3), b = *rc::gen::inRange<std::int64_t>(0, 3);
+      return f * 16 + b;
+    }, [](std::int64_t x) {
+      return x / 16 == x % 16 ? std::to_string(x / 16) : std::to_string(x / 16) + ":" + std::to_string(x % 16);
+    });
+    for (int a = 0; a < 3; ++a) {
+      p.pad_front[a] = packed[a] / 16;
+      p.pad_back[a] = packed[a] % 16;
+    }
+    if (p.op == ConvOp::conv_transpose3d) {
+      // Output padding below max(stride, dilation) on the axes it is given for.
+      auto limit = [&](int a) { return std::max(p.stride[a], p.dilation[a]) - 1; };
+      const std::int64_t common = std::min({limit(0), limit(1), limit(2)});
+      family(p.output_padding, "op", "op",
+             [&](int a) { return *rc::gen::inRange<std::int64_t>(0, (a < 0 ? common : limit(a)) + 1); }, str);
+    }
+    const auto order = *rc::gen::container<std::vector<std::uint32_t>>(tokens.size(), rc::gen::arbitrary<std::uint32_t>());
+    std::vector<std::size_t> idx(tokens.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return order[a] < order[b]; });
+    std::string text = std::string(name(p.op)) + "." + std::string(name(p.dir)) + " fp32";
+    for (std::size_t i : idx) text += " " + tokens[i];
+    p.src = p.dst = DType::fp32;
+    return AxisCase{text, p};
+  });
+}
+
+RC_GTEST_PROP(Descriptor, PerAxisFieldsParseToTheirValues, ()) {
+  const AxisCase c = *gen_axis_case();
+  RC_LOG() << c.text << "\n";
+  const ConvProblem got = std::get<ConvProblem>(parse_descriptor(c.text));
+  RC_ASSERT(got.in == c.want.in);
+  RC_ASSERT(got.kernel == c.want.kernel);
+  RC_ASSERT(got.stride == c.want.stride);
+  RC_ASSERT(got.pad_front == c.want.pad_front);
+  RC_ASSERT(got.pad_back == c.want.pad_back);
+  RC_ASSERT(got.dilation == c.want.dilation);
+  RC_ASSERT(got.output_padding == c.want.output_padding);
+  RC_ASSERT(got == c.want);
+  // The canonical form parses back to the same values.
+  RC_ASSERT(std::get<ConvProblem>(parse_descriptor(to_descriptor(got))) == c.want);
+}
+
+RC_GTEST_PROP(Descriptor, GroupNormExtentsParseToTheirValues, ()) {
+  const auto d = *rc::gen::inRange<std::int64_t>(1, 40);
+  const auto h = *rc::gen::maybe(rc::gen::inRange<std::int64_t>(1, 40));
+  const auto w = *rc::gen::maybe(rc::gen::inRange<std::int64_t>(1, 40));
+  std::string text = "groupnorm.fwd bf16 n1 c4 g2 d" + std::to_string(d);
+  if (w) text += " w" + std::to_string(*w);
+  if (h) text += " h" + std::to_string(*h);
+  const auto got = std::get<GroupNormProblem>(parse_descriptor(text));
+  RC_ASSERT(got.spatial == (Axis3{d, h ? *h : d, w ? *w : d}));
 }
 
 TEST(Problem, ShapeForms) {
@@ -187,6 +341,20 @@ TEST(Problem, CostCounts) {
   // x bf16 in, y fp32 out, gamma/beta fp32, mean/rstd fp32 per (n, g)
   EXPECT_EQ(g.min_bytes(), 16 * 16 * 16 * 64 * (2 + 4) + 2 * 64 * 4 + 2 * 8 * 4);
   EXPECT_EQ(g.group_size(), 8 * 16 * 16 * 16);
+}
+
+TEST(Problem, CountsBeyondInt64AreRefusedOrExact) {
+  // x: 2^61 fp64 elements fit in int64, their 2^64 bytes do not.
+  EXPECT_EQ(rejected_field("conv3d.fwd fp64 n16777216 c4194304 k1 d32 kd1"), "x");
+  // x and y: 2^62 bytes each; together 2^63 bytes.
+  EXPECT_EQ(rejected_field("conv3d.fwd fp32 n16777216 c2097152 k2097152 d32 kd1"), "bytes");
+  EXPECT_EQ(rejected_field("groupnorm.bwd bf16 n16777216 c2097152 g1 d32"), "bytes");
+  // Just below: x 2^62 bytes, y 2^42, w 2^23.
+  const ConvProblem p = conv("conv3d.fwd fp64 n16777216 c1048576 k1 d32 kd1");
+  EXPECT_EQ(p.min_bytes(), (std::int64_t{1} << 62) + (std::int64_t{1} << 42) + (std::int64_t{1} << 23));
+  // FLOPs beyond 2^63 are rounded, never wrapped: 2 * 2^24 * 8^3 * 4096 * 4096 * 27.
+  const ConvProblem f = conv("conv3d.fwd bf16 n16777216 c4096 k4096 d8 kd3 p1");
+  EXPECT_DOUBLE_EQ(f.flops(), 27.0 * 0x1p58);
 }
 
 }  // namespace

@@ -18,10 +18,10 @@ expect() {  # expect CODE PATTERN -- command...
   fi
 }
 
-expect 2 'groups: must divide cin' -- "$kgate" desc "conv3d.fwd bf16 n1 c64 k6 g4 d8 kd3 p1"
+expect 2 'g: must divide the input channels' -- "$kgate" desc "conv3d.fwd bf16 n1 c64 k6 g4 d8 kd3 p1"
 expect 2 "descriptor: token 'zz9'" -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d8 kd3 zz9"
-expect 2 'out\[d\]: output extent must be >= 1' -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d2 kd5"
-expect 2 'output_padding\[d\]' -- "$kgate" desc "conv_transpose3d.fwd bf16 n1 c4 k4 d8 kd2 s2 op2"
+expect 2 'd: output extent along d must be >= 1' -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d2 kd5"
+expect 2 'opd: must be in \[0, max\(stride, dilation\)' -- "$kgate" desc "conv_transpose3d.fwd bf16 n1 c4 k4 d8 kd2 s2 op2"
 expect 0 '^conv3d.fwd bf16 n1 c4 k4 d8 kd3 p1$' -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d8 kd3 s1 p1"
 expect 2 'fill: unknown generator' -- "$kgate" gen "conv3d.fwd bf16 n1 c4 k4 d8 kd3" --fill gauss --out "$tmp/g"
 # A problem too big for memory: named, exit 2, nothing written.
@@ -56,6 +56,18 @@ grep -q '"failures": 1' "$tmp/r2.json" || { echo "FAIL: report does not count th
 expect 0 'x.npy' -- "$kgate" gen "conv3d.fwd bf16 n1 c4 k4 d8 kd3 p1" --fill lattice --seed 3 --out "$tmp/in"
 [[ -f "$tmp/in/x.npy" && -f "$tmp/in/w.npy" && -f "$tmp/in/manifest.json" ]] || { echo "FAIL: gen outputs missing"; fails=$((fails + 1)); }
 ls "$tmp/in" | grep -q '\.tmp\.' && { echo "FAIL: temporary files left"; fails=$((fails + 1)); }
+
+# --- reference hardening (descriptor, counts, .npy, JSON) ------------------
+# Per-axis keys set one axis: sd2 halves D only.
+expect 0 'out y bf16 1x4x8x8x1' -- "$kgate" desc "conv3d.fwd bf16 n1 c1 k1 d8 kd1 sd2"
+expect 0 '^conv3d.fwd bf16 n1 c1 k1 d8 kd2 dild2 dilh1 dilw1$' -- "$kgate" desc "conv3d.fwd bf16 n1 c1 k1 d8 kd2 dild2"
+# Errors name descriptor tokens; kd is required.
+expect 2 '^kgate: error: kw: must be in \[1, 1024\], got 0' -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d8 kd3 kw0"
+expect 2 'missing kd' -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d8"
+# Byte counts past 2^63 are refused, naming the tensor or the sum; just below is exact.
+expect 2 '^kgate: error: x: shape .* needs more than 2\^63 bytes' -- "$kgate" desc "conv3d.fwd fp64 n16777216 c4194304 k1 d32 kd1"
+expect 2 '^kgate: error: bytes: ' -- "$kgate" desc "conv3d.fwd fp32 n16777216 c2097152 k2097152 d32 kd1"
+expect 0 'min bytes  4611690416482287616$' -- "$kgate" desc "conv3d.fwd fp64 n16777216 c1048576 k1 d32 kd1"
 
 echo "$((fails == 0 ? 1 : 0)) passed, $fails failed"
 exit $((fails > 0))
