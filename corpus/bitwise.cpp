@@ -88,8 +88,45 @@ nlohmann::json bitwise_document(const std::vector<BitwiseEntry>& entries) {
           {"entries", arr}};
 }
 
-std::vector<BitwiseEntry> load_bitwise(const std::string& path) {
-  const nlohmann::json doc = read_json(path);
+std::vector<BitwiseEntry> load_bitwise(const std::string& path) { return bitwise_from_json(read_json(path), path); }
+
+namespace {
+
+BitwiseEntry bitwise_entry_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) throw InputError(where, "expected a JSON object");
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.key() != "descriptor" && it.key() != "problem" && it.key() != "fill" && it.key() != "digests")
+      throw InputError(where + "." + it.key(), "unknown field");
+  for (const char* k : {"descriptor", "problem", "fill", "digests"})
+    if (!j.contains(k)) throw InputError(where + "." + k, "missing");
+  BitwiseEntry e;
+  if (!j["descriptor"].is_string()) throw InputError(where + ".descriptor", "expected a string");
+  e.descriptor = j["descriptor"].get<std::string>();
+  e.problem = problem_from_json(j["problem"], where + ".problem");
+  if (to_descriptor(e.problem) != e.descriptor)
+    throw InputError(where + ".descriptor", "'" + e.descriptor + "' disagrees with the problem");
+  e.fill = fill_from_json(j["fill"], where + ".fill");
+  if (!j["digests"].is_object() || j["digests"].empty()) throw InputError(where + ".digests", "expected a non-empty object");
+  for (auto it = j["digests"].begin(); it != j["digests"].end(); ++it) {
+    Role role{};
+    bool found = false;
+    for (const auto& s : outputs(e.problem))
+      if (name(s.role) == it.key()) {
+        role = s.role;
+        found = true;
+      }
+    if (!found) throw InputError(where + ".digests." + it.key(), "not an output of " + op_dir_name(e.problem));
+    const std::string h = it->is_string() ? it->get<std::string>() : "";
+    if (h.size() != 32 || h.find_first_not_of("0123456789abcdef") != std::string::npos)
+      throw InputError(where + ".digests." + it.key(), "expected 32 lowercase hex digits");
+    e.digests[role] = h;
+  }
+  return e;
+}
+
+}  // namespace
+
+std::vector<BitwiseEntry> bitwise_from_json(const nlohmann::json& doc, const std::string& path) {
   if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array())
     throw InputError(path + ": entries", "missing or not an array");
   for (auto it = doc.begin(); it != doc.end(); ++it)
@@ -98,36 +135,12 @@ std::vector<BitwiseEntry> load_bitwise(const std::string& path) {
   const auto& arr = doc["entries"];
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const std::string where = path + ": entries[" + std::to_string(i) + "]";
-    const auto& j = arr[i];
-    if (!j.is_object()) throw InputError(where, "expected a JSON object");
-    for (auto it = j.begin(); it != j.end(); ++it)
-      if (it.key() != "descriptor" && it.key() != "problem" && it.key() != "fill" && it.key() != "digests")
-        throw InputError(where + "." + it.key(), "unknown field");
-    for (const char* k : {"descriptor", "problem", "fill", "digests"})
-      if (!j.contains(k)) throw InputError(where + "." + k, "missing");
-    BitwiseEntry e;
-    if (!j["descriptor"].is_string()) throw InputError(where + ".descriptor", "expected a string");
-    e.descriptor = j["descriptor"].get<std::string>();
-    e.problem = problem_from_json(j["problem"], where + ".problem");
-    if (to_descriptor(e.problem) != e.descriptor)
-      throw InputError(where + ".descriptor", "'" + e.descriptor + "' disagrees with the problem");
-    e.fill = fill_from_json(j["fill"], where + ".fill");
-    if (!j["digests"].is_object() || j["digests"].empty()) throw InputError(where + ".digests", "expected a non-empty object");
-    for (auto it = j["digests"].begin(); it != j["digests"].end(); ++it) {
-      Role role{};
-      bool found = false;
-      for (const auto& s : outputs(e.problem))
-        if (name(s.role) == it.key()) {
-          role = s.role;
-          found = true;
-        }
-      if (!found) throw InputError(where + ".digests." + it.key(), "not an output of " + op_dir_name(e.problem));
-      const std::string h = it->is_string() ? it->get<std::string>() : "";
-      if (h.size() != 32 || h.find_first_not_of("0123456789abcdef") != std::string::npos)
-        throw InputError(where + ".digests." + it.key(), "expected 32 lowercase hex digits");
-      e.digests[role] = h;
+    try {
+      out.push_back(bitwise_entry_from_json(arr[i], where));
+    } catch (const nlohmann::json::exception& e) {
+      // Every access is type-checked; this names the entry should one not be.
+      throw InputError(where, e.what());
     }
-    out.push_back(std::move(e));
   }
   return out;
 }

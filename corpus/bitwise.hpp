@@ -41,6 +41,8 @@ nlohmann::json bitwise_document(const std::vector<BitwiseEntry>& entries);
 
 // Throws InputError naming the file, the entry index and the field.
 std::vector<BitwiseEntry> load_bitwise(const std::string& path);
+// The same on a parsed document; `path` names it in errors.
+std::vector<BitwiseEntry> bitwise_from_json(const nlohmann::json& doc, const std::string& path);
 
 // The generated inputs of an entry (derived ones from the reference).
 std::map<Role, Tensor> bitwise_inputs(const BitwiseEntry& e);

@@ -1,6 +1,7 @@
 #include "corpus/corpus_file.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -15,20 +16,15 @@
 namespace kgate::corpus {
 
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "cannot open for reading");
+  std::uintmax_t size = 0;
+  std::ifstream in = open_regular_file(path, size);
   std::stringstream ss;
   ss << in.rdbuf();
+  if (!in && !in.eof()) throw InputError(path, "read failed");
   return ss.str();
 }
 
-nlohmann::json read_json(const std::string& path) {
-  try {
-    return nlohmann::json::parse(read_text(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path, std::string("malformed JSON: ") + e.what());
-  }
-}
+nlohmann::json read_json(const std::string& path) { return parse_json(read_text(path), path); }
 
 int write_or_check(const std::string& path, const std::string& text, bool check, const std::string& remedy) {
   if (!check) {
@@ -57,8 +53,50 @@ int write_or_check(const std::string& path, const std::string& text, bool check,
   return 1;
 }
 
-std::vector<Entry> load_shapes(const std::string& path) {
-  const nlohmann::json doc = read_json(path);
+namespace {
+
+Entry entry_from_json(const nlohmann::json& e, const std::string& where) {
+  if (!e.is_object()) throw InputError(where, "expected a JSON object");
+  static const char* known[] = {"config", "descriptor", "op", "form", "sites", "calls_per_step", "problem"};
+  for (auto it = e.begin(); it != e.end(); ++it)
+    if (std::find(std::begin(known), std::end(known), it.key()) == std::end(known))
+      throw InputError(where + "." + it.key(), "unknown field");
+  auto str = [&](const char* k) {
+    if (!e.contains(k) || !e[k].is_string()) throw InputError(where + "." + k, "missing or not a string");
+    return e[k].get<std::string>();
+  };
+  Entry en;
+  en.config = str("config");
+  en.descriptor = str("descriptor");
+  if (!e.contains("problem")) throw InputError(where + ".problem", "missing");
+  en.problem = problem_from_json(e["problem"], where + ".problem");
+  const std::string canonical = to_descriptor(en.problem);
+  if (canonical != en.descriptor)
+    throw InputError(where + ".descriptor", "'" + en.descriptor + "' disagrees with the problem ('" + canonical + "')");
+  if (str("op") != op_dir_name(en.problem)) throw InputError(where + ".op", "disagrees with the problem");
+  const std::string form = str("form");
+  if (form == "logical") en.form = ShapeForm::logical;
+  else if (form == "halo") en.form = ShapeForm::halo;
+  else if (form == "adapter") en.form = ShapeForm::adapter;
+  else throw InputError(where + ".form", "unknown form '" + form + "'");
+  if (!e.contains("sites") || !e["sites"].is_array()) throw InputError(where + ".sites", "missing or not an array");
+  for (const auto& s : e["sites"]) {
+    if (!s.is_string()) throw InputError(where + ".sites", "expected strings");
+    en.sites.push_back(s.get<std::string>());
+  }
+  if (!e.contains("calls_per_step")) throw InputError(where + ".calls_per_step", "missing");
+  const std::int64_t calls = as_int64(e["calls_per_step"], where + ".calls_per_step");
+  if (calls < 1 || calls > INT_MAX)
+    throw InputError(where + ".calls_per_step", "must be in [1, " + std::to_string(INT_MAX) + "], got " + std::to_string(calls));
+  en.calls_per_step = static_cast<int>(calls);
+  return en;
+}
+
+}  // namespace
+
+std::vector<Entry> load_shapes(const std::string& path) { return shapes_from_json(read_json(path), path); }
+
+std::vector<Entry> shapes_from_json(const nlohmann::json& doc, const std::string& path) {
   if (!doc.is_object()) throw InputError(path, "expected a JSON object");
   for (auto it = doc.begin(); it != doc.end(); ++it)
     if (it.key() != "provenance" && it.key() != "configurations" && it.key() != "problems")
@@ -68,39 +106,12 @@ std::vector<Entry> load_shapes(const std::string& path) {
   const auto& arr = doc["problems"];
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const std::string where = path + ": problems[" + std::to_string(i) + "]";
-    const auto& e = arr[i];
-    if (!e.is_object()) throw InputError(where, "expected a JSON object");
-    static const char* known[] = {"config", "descriptor", "op", "form", "sites", "calls_per_step", "problem"};
-    for (auto it = e.begin(); it != e.end(); ++it)
-      if (std::find(std::begin(known), std::end(known), it.key()) == std::end(known))
-        throw InputError(where + "." + it.key(), "unknown field");
-    auto str = [&](const char* k) {
-      if (!e.contains(k) || !e[k].is_string()) throw InputError(where + "." + k, "missing or not a string");
-      return e[k].get<std::string>();
-    };
-    Entry en;
-    en.config = str("config");
-    en.descriptor = str("descriptor");
-    if (!e.contains("problem")) throw InputError(where + ".problem", "missing");
-    en.problem = problem_from_json(e["problem"], where + ".problem");
-    const std::string canonical = to_descriptor(en.problem);
-    if (canonical != en.descriptor)
-      throw InputError(where + ".descriptor", "'" + en.descriptor + "' disagrees with the problem ('" + canonical + "')");
-    if (str("op") != op_dir_name(en.problem)) throw InputError(where + ".op", "disagrees with the problem");
-    const std::string form = str("form");
-    if (form == "logical") en.form = ShapeForm::logical;
-    else if (form == "halo") en.form = ShapeForm::halo;
-    else if (form == "adapter") en.form = ShapeForm::adapter;
-    else throw InputError(where + ".form", "unknown form '" + form + "'");
-    if (!e.contains("sites") || !e["sites"].is_array()) throw InputError(where + ".sites", "missing or not an array");
-    for (const auto& s : e["sites"]) {
-      if (!s.is_string()) throw InputError(where + ".sites", "expected strings");
-      en.sites.push_back(s.get<std::string>());
+    try {
+      out.push_back(entry_from_json(arr[i], where));
+    } catch (const nlohmann::json::exception& e) {
+      // Every access is type-checked; this names the entry should one not be.
+      throw InputError(where, e.what());
     }
-    if (!e.contains("calls_per_step") || !e["calls_per_step"].is_number_integer() || e["calls_per_step"].get<int>() < 1)
-      throw InputError(where + ".calls_per_step", "missing or not a positive integer");
-    en.calls_per_step = e["calls_per_step"].get<int>();
-    out.push_back(std::move(en));
   }
   return out;
 }

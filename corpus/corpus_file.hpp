@@ -23,11 +23,14 @@ struct Entry {
 // Throws InputError on unreadable or malformed files, unknown fields, invalid
 // problems, and a descriptor that disagrees with its problem.
 std::vector<Entry> load_shapes(const std::string& path);
+// The same on a parsed document; `path` names it in errors.
+std::vector<Entry> shapes_from_json(const nlohmann::json& doc, const std::string& path);
 
-// The text of a file, or InputError(path) when it cannot be read.
+// The text of a regular file, or InputError(path) saying why it cannot be read.
 std::string read_text(const std::string& path);
 
-// A file's JSON, or InputError(path) naming the parse error.
+// A file's JSON, or InputError naming the file and the value being read
+// (reference/json.hpp, parse_json).
 nlohmann::json read_json(const std::string& path);
 
 // The `make` / `make --check` of a generated corpus file. Without check:

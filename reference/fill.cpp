@@ -174,7 +174,7 @@ Fill fill_from_json(const nlohmann::json& j, const std::string& where) {
   try {
     f = parse_fill(j["kind"].get<std::string>(), j["seed"].get<std::uint64_t>());
   } catch (const InputError& e) {
-    throw InputError(where + ".kind", e.what());
+    throw InputError(where + ".kind", e.message());
   }
   const auto allowed = params_of(f.kind);
   for (auto it = j.begin(); it != j.end(); ++it) {

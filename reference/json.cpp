@@ -1,6 +1,8 @@
 #include "reference/json.hpp"
 
+#include <climits>
 #include <set>
+#include <vector>
 
 #include "reference/error.hpp"
 
@@ -11,6 +13,108 @@ using nlohmann::json;
 namespace {
 
 json axis(const Axis3& a) { return json::array({a[0], a[1], a[2]}); }
+
+// nlohmann's message without its "[json.exception.<kind>.<id>] " prefix.
+std::string plain(const nlohmann::json::exception& e) {
+  std::string m = e.what();
+  if (!m.empty() && m[0] == '[') {
+    const auto close = m.find("] ");
+    if (close != std::string::npos) m.erase(0, close + 2);
+  }
+  return m;
+}
+
+// A value as it appears in an error message: its JSON text, cut short.
+std::string brief(const json& v) {
+  if (v.is_array() || v.is_object()) return v.is_array() ? "an array" : "an object";
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+// Builds the document through nlohmann's DOM builder while tracking where the
+// parser is (for messages), refusing duplicate keys (nlohmann would keep the
+// last one silently) and nesting deeper than kMaxJsonDepth (the DOM's copy
+// and dump are recursive).
+class TrackingSax {
+ public:
+  TrackingSax(json& root, const std::string& name) : dom_(root), name_(name) {}
+
+  bool null() { return value(), dom_.null(); }
+  bool boolean(bool v) { return value(), dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return value(), dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return value(), dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return value(), dom_.number_float(v, s); }
+  bool string(json::string_t& v) { return value(), dom_.string(v); }
+  bool binary(json::binary_t& v) { return value(), dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    open(false);
+    return dom_.start_object(n);
+  }
+  bool key(json::string_t& k) {
+    Frame& f = frames_.back();
+    f.key = k;
+    if (!f.keys.insert(k).second) fail("key given twice");
+    return dom_.key(k);
+  }
+  bool end_object() {
+    frames_.pop_back();
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) {
+    open(true);
+    return dom_.start_array(n);
+  }
+  bool end_array() {
+    frames_.pop_back();
+    return dom_.end_array();
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) {
+    fail("malformed JSON: " + plain(e));
+  }
+
+ private:
+  struct Frame {
+    bool array = false;
+    std::size_t count = 0;  // array: elements begun
+    std::string key;        // object: the last key
+    std::set<std::string> keys;
+  };
+  void value() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().count;
+  }
+  void open(bool array) {
+    value();
+    frames_.push_back({array, 0, {}, {}});
+    if (frames_.size() > kMaxJsonDepth) fail("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  // "name: a[3].b": the innermost frame names the element or key being read.
+  [[noreturn]] void fail(const std::string& why) const {
+    std::string where;
+    for (std::size_t i = 0; i < frames_.size(); ++i) {
+      const Frame& f = frames_[i];
+      const bool innermost = i + 1 == frames_.size();
+      if (f.array) where += "[" + std::to_string(innermost ? f.count : f.count - 1) + "]";
+      else if (!f.key.empty() || !f.keys.empty()) where += (where.empty() ? "" : ".") + f.key;
+    }
+    throw InputError(where.empty() ? name_ : name_ + ": " + where, why);
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  const std::string& name_;
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
+std::int64_t as_int64(const json& v, const std::string& field) {
+  if (!v.is_number_integer()) throw InputError(field, "expected an integer, got " + brief(v));
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    throw InputError(field, "integer out of range: " + v.dump());
+  return v.get<std::int64_t>();
+}
+
+namespace {
 
 // Reads one object's fields with type checks; every error names where.field.
 class Reader {
@@ -26,38 +130,31 @@ class Reader {
     if (!j_.contains(k)) throw InputError(f(k), "missing");
     return j_.at(k);
   }
-  std::int64_t integer(const char* k) const {
-    const json& v = get(k);
-    if (!v.is_number_integer()) throw InputError(f(k), "expected an integer, got " + v.dump());
-    return v.get<std::int64_t>();
-  }
+  std::int64_t integer(const char* k) const { return as_int64(get(k), f(k)); }
   std::int64_t integer(const char* k, std::int64_t dflt) const { return has(k) ? integer(k) : dflt; }
   double real(const char* k, double dflt) const {
     if (!has(k)) return dflt;
     const json& v = get(k);
-    if (!v.is_number()) throw InputError(f(k), "expected a number, got " + v.dump());
+    if (!v.is_number()) throw InputError(f(k), "expected a number, got " + brief(v));
     return v.get<double>();
   }
   bool boolean(const char* k, bool dflt) const {
     if (!has(k)) return dflt;
     const json& v = get(k);
-    if (!v.is_boolean()) throw InputError(f(k), "expected true or false, got " + v.dump());
+    if (!v.is_boolean()) throw InputError(f(k), "expected true or false, got " + brief(v));
     return v.get<bool>();
   }
   std::string string(const char* k) const {
     const json& v = get(k);
-    if (!v.is_string()) throw InputError(f(k), "expected a string, got " + v.dump());
+    if (!v.is_string()) throw InputError(f(k), "expected a string, got " + brief(v));
     return v.get<std::string>();
   }
   Axis3 triple(const char* k, Axis3 dflt, bool required = false) const {
     if (!required && !has(k)) return dflt;
     const json& v = get(k);
-    if (!v.is_array() || v.size() != 3) throw InputError(f(k), "expected [D, H, W], got " + v.dump());
+    if (!v.is_array() || v.size() != 3) throw InputError(f(k), "expected [D, H, W], got " + brief(v));
     Axis3 r{};
-    for (int a = 0; a < 3; ++a) {
-      if (!v[a].is_number_integer()) throw InputError(f(k), "expected integers, got " + v.dump());
-      r[a] = v[a].get<std::int64_t>();
-    }
+    for (std::size_t a = 0; a < 3; ++a) r[a] = as_int64(v[a], f(k) + "[" + std::to_string(a) + "]");
     return r;
   }
   DType dtype(const char* k, DType dflt, bool required = false) const {
@@ -134,6 +231,17 @@ GroupNormProblem gn_from(const Reader& r) {
 
 }  // namespace
 
+json parse_json(std::string_view text, const std::string& name) {
+  json root;
+  TrackingSax sax(root, name);
+  try {
+    json::sax_parse(text, &sax);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(name, "malformed JSON: " + plain(e));
+  }
+  return root;
+}
+
 json to_json(const ConvProblem& p) {
   return json{{"op", name(p.op)},           {"dir", name(p.dir)},
               {"n", p.n},                   {"cin", p.cin},
@@ -161,8 +269,13 @@ json to_json(const Problem& p) {
 Problem problem_from_json(const json& j, const std::string& where) {
   const Reader r(j, where);
   Problem p;
-  if (r.has("op") && j.at("op").is_string() && j.at("op").get<std::string>() == "groupnorm") p = gn_from(r);
-  else p = conv_from(r);
+  try {
+    if (r.has("op") && j.at("op").is_string() && j.at("op").get<std::string>() == "groupnorm") p = gn_from(r);
+    else p = conv_from(r);
+  } catch (const nlohmann::json::exception& e) {
+    // Every access above is type-checked; this names the object should one not be.
+    throw InputError(where, plain(e));
+  }
   try {
     validate(p);
   } catch (const InputError& e) {

@@ -2,15 +2,18 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <regex>
-#include <sstream>
+#include <string_view>
 
 #include "reference/error.hpp"
 
 namespace kgate {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -86,62 +89,206 @@ void write_npy(const std::string& path, const TensorView& t) {
   });
 }
 
-Tensor read_npy(const std::string& path, std::optional<DType> expected) {
+namespace {
+
+// The header dictionary of a .npy file, e.g.
+//   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+// parsed in one bounded left-to-right pass (no recursion, no backtracking):
+// exactly the three keys, each once, in any order; strings in ' or "; the
+// shape a tuple of non-negative integers; then only whitespace (padding).
+struct NpyHeader {
+  std::string descr;
+  bool fortran_order = false;
+  Dims shape;
+};
+
+// NumPy's own limit on the number of dimensions.
+constexpr std::size_t kMaxRank = 64;
+
+class HeaderParser {
+ public:
+  HeaderParser(std::string_view h, const std::string& path) : h_(h), path_(path) {}
+
+  NpyHeader parse() {
+    NpyHeader r;
+    bool have_descr = false, have_fortran = false, have_shape = false;
+    expect('{');
+    for (;;) {
+      if (peek() == '}') break;
+      const std::string key = string();
+      expect(':');
+      auto once = [&](bool& have) {
+        if (have) fail("key '" + key + "' given twice");
+        have = true;
+      };
+      if (key == "descr") {
+        once(have_descr);
+        r.descr = string();
+      } else if (key == "fortran_order") {
+        once(have_fortran);
+        r.fortran_order = boolean();
+      } else if (key == "shape") {
+        once(have_shape);
+        r.shape = shape();
+      } else {
+        fail("unknown key '" + key + "' (descr, fortran_order, shape)");
+      }
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() != '}') fail("expected ',' or '}'");
+    }
+    ++pos_;  // '}'
+    skip_space();
+    if (pos_ != h_.size()) fail("unexpected text after the dictionary");
+    if (!have_descr) fail("no 'descr'");
+    if (!have_fortran) fail("no 'fortran_order'");
+    if (!have_shape) fail("no 'shape'");
+    return r;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const {
+    throw InputError(path_, "bad .npy header at byte " + std::to_string(pos_) + ": " + why);
+  }
+  void skip_space() {
+    while (pos_ < h_.size() && (h_[pos_] == ' ' || h_[pos_] == '\t' || h_[pos_] == '\n' || h_[pos_] == '\r')) ++pos_;
+  }
+  // The next non-space character, or '\0' at the end.
+  char peek() {
+    skip_space();
+    return pos_ < h_.size() ? h_[pos_] : '\0';
+  }
+  void expect(char c) {
+    if (peek() != c) fail(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+  std::string string() {
+    const char q = peek();
+    if (q != '\'' && q != '"') fail("expected a quoted string");
+    const std::size_t begin = ++pos_;
+    while (pos_ < h_.size() && h_[pos_] != q) {
+      if (h_[pos_] == '\\' || h_[pos_] == '\n') fail("escapes and newlines are not supported in strings");
+      ++pos_;
+    }
+    if (pos_ == h_.size()) fail("unterminated string");
+    return std::string(h_.substr(begin, pos_++ - begin));
+  }
+  bool boolean() {
+    skip_space();
+    for (const auto& [word, value] : {std::pair{std::string_view("True"), true}, {std::string_view("False"), false}})
+      if (h_.substr(pos_, word.size()) == word) {
+        pos_ += word.size();
+        return value;
+      }
+    fail("expected True or False");
+  }
+  Dims shape() {
+    expect('(');
+    Dims dims;
+    for (;;) {
+      if (peek() == ')') break;
+      if (dims.size() == kMaxRank) fail("more than " + std::to_string(kMaxRank) + " dimensions");
+      std::int64_t v = 0;
+      const char* first = h_.data() + pos_;
+      const auto r = std::from_chars(first, h_.data() + h_.size(), v);
+      if (r.ec == std::errc::result_out_of_range) fail("shape entry out of range");
+      if (r.ec != std::errc() || v < 0 || *first == '-') fail("expected a non-negative integer in the shape");
+      pos_ += static_cast<std::size_t>(r.ptr - first);
+      dims.push_back(v);
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() != ')') fail("expected ',' or ')' in the shape");
+    }
+    ++pos_;  // ')'
+    return dims;
+  }
+
+  std::string_view h_;
+  const std::string& path_;
+  std::size_t pos_ = 0;
+};
+
+DType dtype_of(const std::string& descr, std::optional<DType> expected, const std::string& path) {
+  if (descr == "<f8") return DType::fp64;
+  if (descr == "<f4") return DType::fp32;
+  if (descr == "<f2") return DType::fp16;
+  if (descr == "<u2") {
+    if (expected == DType::bf16) return DType::bf16;
+    throw InputError(path, "'<u2' holds bf16 bits only when bf16 is expected");
+  }
+  throw InputError(path, "unsupported dtype '" + descr + "' (<f8, <f4, <f2, and <u2 for bf16 bits)");
+}
+
+}  // namespace
+
+std::ifstream open_regular_file(const std::string& path, std::uintmax_t& size) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec) throw InputError(path, "cannot open: " + ec.message());
+  if (fs::is_directory(st)) throw InputError(path, "is a directory, expected a file");
+  if (!fs::is_regular_file(st)) throw InputError(path, "is not a regular file");
+  size = fs::file_size(path, ec);
+  if (ec) throw InputError(path, "cannot read its size: " + ec.message());
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "cannot open: " + std::string(std::strerror(errno)));
+  return in;
+}
+
+Tensor read_npy(const std::string& path, std::optional<DType> expected) {
+  std::uintmax_t size = 0;
+  std::ifstream in = open_regular_file(path, size);
+  return read_npy(in, size, path, expected);
+}
+
+Tensor read_npy(std::istream& in, std::uintmax_t size, const std::string& path, std::optional<DType> expected) {
   char magic[8];
-  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) throw InputError(path, "not a .npy file (bad magic)");
-  std::size_t hlen = 0;
+  if (size < 10 || !in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+    throw InputError(path, "not a .npy file (bad magic)");
+  std::size_t hlen = 0, prefix = 0;
   if (magic[6] == 1) {
     unsigned char b[2];
     if (!in.read(reinterpret_cast<char*>(b), 2)) throw InputError(path, "truncated header");
     hlen = b[0] | (b[1] << 8);
+    prefix = 10;
   } else if (magic[6] == 2 || magic[6] == 3) {
     unsigned char b[4];
     if (!in.read(reinterpret_cast<char*>(b), 4)) throw InputError(path, "truncated header");
     hlen = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<std::size_t>(b[3]) << 24);
+    prefix = 12;
+    if (hlen > kMaxNpyHeader)
+      throw InputError(path, "header of " + std::to_string(hlen) + " bytes is over the limit of " +
+                                 std::to_string(kMaxNpyHeader));
   } else {
-    throw InputError(path, "unsupported .npy version " + std::to_string(magic[6]));
+    throw InputError(path, "unsupported .npy version " + std::to_string(static_cast<unsigned char>(magic[6])) +
+                               " (1, 2 and 3 are read)");
   }
-  if (hlen > (1u << 20)) throw InputError(path, "header too long");
+  if (size < prefix + hlen)
+    throw InputError(path, "truncated header: it claims " + std::to_string(hlen) + " bytes, the file holds " +
+                               std::to_string(size - prefix));
   std::string header(hlen, '\0');
   if (!in.read(header.data(), static_cast<std::streamsize>(hlen))) throw InputError(path, "truncated header");
-
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')"))) throw InputError(path, "header has no descr");
-  const std::string descr = m[1];
-  if (std::regex_search(header, m, std::regex(R"('fortran_order'\s*:\s*True)"))) throw InputError(path, "fortran_order arrays are not supported");
-  if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))"))) throw InputError(path, "header has no shape");
-  Dims dims;
-  {
-    std::stringstream ss(m[1].str());
-    for (std::string part; std::getline(ss, part, ',');) {
-      part.erase(0, part.find_first_not_of(" \t"));
-      part.erase(part.find_last_not_of(" \t") + 1);
-      if (part.empty()) continue;
-      try {
-        std::size_t used = 0;
-        const long long v = std::stoll(part, &used);
-        if (used != part.size() || v < 0) throw std::invalid_argument("");
-        dims.push_back(v);
-      } catch (const std::exception&) {
-        throw InputError(path, "bad shape entry '" + part + "'");
-      }
-    }
-  }
-  DType t;
-  if (descr == "<f8") t = DType::fp64;
-  else if (descr == "<f4") t = DType::fp32;
-  else if (descr == "<f2") t = DType::fp16;
-  else if (descr == "<u2" && expected == DType::bf16) t = DType::bf16;
-  else if (descr == "<u2") throw InputError(path, "'<u2' holds bf16 bits only when bf16 is expected");
-  else throw InputError(path, "unsupported dtype '" + descr + "'");
+  const NpyHeader h = HeaderParser(header, path).parse();
+  if (h.fortran_order) throw InputError(path, "fortran_order arrays are not supported (write C order)");
+  const DType t = dtype_of(h.descr, expected, path);
   if (expected && *expected != t)
     throw InputError(path, "dtype is " + std::string(name(t)) + ", expected " + std::string(name(*expected)));
-  Tensor out(t, dims);
-  if (!in.read(static_cast<char*>(out.data()), static_cast<std::streamsize>(out.nbytes())))
-    throw InputError(path, "truncated data: expected " + std::to_string(out.nbytes()) + " bytes");
-  if (in.peek() != std::char_traits<char>::eof()) throw InputError(path, "trailing bytes after the data");
+  // The data size the header claims, checked against the file before anything is allocated.
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(checked_numel(h.shape, path), static_cast<std::int64_t>(size_of(t)), &bytes))
+    throw InputError(path, "shape " + dims_string(h.shape) + " needs more than 2^63 bytes");
+  const std::uintmax_t held = size - prefix - hlen;
+  if (held < static_cast<std::uintmax_t>(bytes))
+    throw InputError(path, "truncated data: shape " + dims_string(h.shape) + " of " + std::string(name(t)) + " needs " +
+                               std::to_string(bytes) + " bytes, the file holds " + std::to_string(held));
+  if (held > static_cast<std::uintmax_t>(bytes))
+    throw InputError(path, std::to_string(held - static_cast<std::uintmax_t>(bytes)) + " trailing bytes after the data");
+  Tensor out(t, h.shape);
+  if (!in.read(static_cast<char*>(out.data()), static_cast<std::streamsize>(bytes)))
+    throw InputError(path, "truncated data: expected " + std::to_string(bytes) + " bytes");
   return out;
 }
 

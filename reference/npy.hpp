@@ -4,6 +4,9 @@
 // Writes are atomic: a temporary file in the same folder, then rename.
 #pragma once
 
+#include <cstdint>
+#include <fstream>
+#include <istream>
 #include <optional>
 #include <string>
 
@@ -12,8 +15,23 @@
 namespace kgate {
 
 void write_npy(const std::string& path, const TensorView& t);
-// Throws InputError(field = path) on a malformed file or a dtype mismatch.
+
+// Reads format versions 1.0, 2.0 and 3.0. The header is parsed in one bounded
+// pass; a 2.0/3.0 header longer than kMaxNpyHeader is refused (1.0's 16-bit
+// length is its own limit). The data size the header claims is checked
+// against the file before anything is allocated. Throws InputError(field =
+// path) on a malformed file, a directory or non-regular file, fortran_order,
+// an unsupported dtype, or a dtype other than `expected`.
 Tensor read_npy(const std::string& path, std::optional<DType> expected = std::nullopt);
+// The same on a stream holding `size` bytes; `path` names it in errors.
+Tensor read_npy(std::istream& in, std::uintmax_t size, const std::string& path,
+                std::optional<DType> expected = std::nullopt);
+inline constexpr std::size_t kMaxNpyHeader = std::size_t{1} << 20;
+
+// Opens a regular file (symbolic links followed) for binary reading and sets
+// `size`. Throws InputError(path) saying what is wrong: missing, a directory,
+// not a regular file, a symbolic-link loop, unreadable.
+std::ifstream open_regular_file(const std::string& path, std::uintmax_t& size);
 
 // Writes `contents` to path atomically (temporary file + rename).
 void write_file_atomic(const std::string& path, const std::string& contents);

@@ -6,6 +6,7 @@
 #include <map>
 #include <tuple>
 
+#include "corpus/bitwise.hpp"
 #include "corpus/corpus_file.hpp"
 #include "corpus/unet.hpp"
 #include "reference/error.hpp"
@@ -128,7 +129,7 @@ std::string load_error(const std::string& text) {
 TEST(Unet, CorruptedCorpusNamesFileIndexAndField) {
   auto doc = shapes_document({configurations()[0]});
   EXPECT_EQ(load_error(dump(doc)), "<accepted>");
-  EXPECT_EQ(load_error("{\"problems\": [").substr(0, 17), ": malformed JSON:");
+  EXPECT_EQ(load_error("{\"problems\": [").substr(0, 30), ": problems[0]: malformed JSON:");
   auto bad = doc;
   bad["problems"][3]["problem"]["cin"] = -4;
   EXPECT_EQ(load_error(dump(bad)).substr(0, 29), ": problems[3].problem.cin: mu");
@@ -141,6 +142,102 @@ TEST(Unet, CorruptedCorpusNamesFileIndexAndField) {
   bad = doc;
   bad["problems"][7]["problem"]["groups"] = 5;
   EXPECT_NE(load_error(dump(bad)).find("problems[7].problem.groups"), std::string::npos);
+}
+
+// Every nlohmann error (syntax, number out of range, wrong type, missing
+// field, wrapping integer) is an InputError naming the file and the value.
+TEST(Unet, HostileJsonNamesFileAndField) {
+  const auto doc = shapes_document({configurations()[0]});
+  const std::string text = dump(doc);
+  // A number no double holds, anywhere in the file.
+  auto with_eps = [&](const std::string& v) {
+    std::string t = text;
+    const auto at = t.find("\"eps\": ");
+    if (at == std::string::npos) return std::string("<no eps in the corpus>");
+    const auto end = t.find_first_of(",\n}", at);
+    return t.replace(at, end - at, "\"eps\": " + v);
+  };
+  const std::string overflow = load_error(with_eps("1e400"));
+  EXPECT_NE(overflow.find(": problems["), std::string::npos) << overflow;
+  EXPECT_NE(overflow.find("].problem.eps: malformed JSON: number overflow parsing '1e400'"), std::string::npos) << overflow;
+  EXPECT_NE(load_error(with_eps("-1e400")).find("].problem.eps: malformed JSON: number overflow"), std::string::npos);
+  EXPECT_NE(load_error("{\"provenance\": {\"x\": [1, 2, 1e999]}}").find(": provenance.x[2]: malformed JSON"), std::string::npos);
+  // Wrong types.
+  auto bad = doc;
+  bad["problems"][0]["problem"]["n"] = "1";
+  EXPECT_EQ(load_error(dump(bad)), ": problems[0].problem.n: expected an integer, got \"1\"");
+  bad = doc;
+  bad["problems"][0]["problem"]["in"][1] = 2.5;
+  EXPECT_EQ(load_error(dump(bad)), ": problems[0].problem.in[1]: expected an integer, got 2.5");
+  bad = doc;
+  bad["problems"][1]["problem"]["in"] = nlohmann::json::object();
+  EXPECT_EQ(load_error(dump(bad)), ": problems[1].problem.in: expected [D, H, W], got an object");
+  bad = doc;
+  bad["problems"][1]["sites"] = "down1";
+  EXPECT_EQ(load_error(dump(bad)), ": problems[1].sites: missing or not an array");
+  bad = doc;
+  bad["problems"] = 7;
+  EXPECT_EQ(load_error(dump(bad)), ": problems: missing or not an array");
+  EXPECT_EQ(load_error("[1, 2]"), ": expected a JSON object");
+  // Integers that would wrap: int64 fields and the int calls_per_step.
+  bad = doc;
+  bad["problems"][0]["problem"]["cin"] = std::uint64_t{18446744073709551615u};
+  EXPECT_EQ(load_error(dump(bad)), ": problems[0].problem.cin: integer out of range: 18446744073709551615");
+  bad = doc;
+  bad["problems"][0]["calls_per_step"] = std::int64_t{4294967297};
+  EXPECT_EQ(load_error(dump(bad)).substr(0, 43), ": problems[0].calls_per_step: must be in [1");
+  // Missing fields.
+  bad = doc;
+  bad["problems"][0]["problem"].erase("kernel");
+  EXPECT_EQ(load_error(dump(bad)), ": problems[0].problem.kernel: missing");
+  bad = doc;
+  bad["problems"][0].erase("calls_per_step");
+  EXPECT_EQ(load_error(dump(bad)), ": problems[0].calls_per_step: missing");
+  // A key given twice would silently keep the last; nesting is bounded.
+  EXPECT_EQ(load_error("{\"problems\": [], \"problems\": []}"), ": problems: key given twice");
+  EXPECT_NE(load_error(std::string(100000, '[') + std::string(100000, ']')).find("nested deeper than 64 levels"),
+            std::string::npos);
+  // A folder where a file is expected.
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  try {
+    load_shapes(dir);
+    ADD_FAILURE() << "a folder was read as a corpus";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), dir);
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
+}
+
+std::string bitwise_error(const nlohmann::json& doc) {
+  try {
+    bitwise_from_json(doc, "bw.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "<accepted>";
+}
+
+TEST(Bitwise, HostileCorpusNamesFileEntryAndField) {
+  const auto doc = read_json(std::string(KGATE_SOURCE_DIR) + "/corpus/bitwise.json");
+  EXPECT_EQ(bitwise_error(doc), "<accepted>");
+  auto bad = doc;
+  bad["entries"][2]["fill"]["seed"] = -1;
+  EXPECT_EQ(bitwise_error(bad), "bw.json: entries[2].fill.seed: missing or not an unsigned integer");
+  bad = doc;
+  bad["entries"][2]["fill"]["kind"] = 3;
+  EXPECT_EQ(bitwise_error(bad), "bw.json: entries[2].fill.kind: missing or not a string");
+  bad = doc;
+  bad["entries"][0]["problem"]["stride"] = {1, 1, "2"};
+  EXPECT_EQ(bitwise_error(bad), "bw.json: entries[0].problem.stride[2]: expected an integer, got \"2\"");
+  bad = doc;
+  bad["entries"][1].erase("digests");
+  EXPECT_EQ(bitwise_error(bad), "bw.json: entries[1].digests: missing");
+  bad = doc;
+  bad["entries"][1]["digests"] = {{"y", 12}};
+  EXPECT_EQ(bitwise_error(bad).substr(0, 34), "bw.json: entries[1].digests.y: exp");
+  bad = doc;
+  bad["entries"] = {1};
+  EXPECT_EQ(bitwise_error(bad), "bw.json: entries[0]: expected a JSON object");
 }
 
 }  // namespace

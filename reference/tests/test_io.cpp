@@ -99,6 +99,147 @@ TEST(Npy, MalformedFilesAreInputErrorsNamingThePath) {
   fs::remove_all(d);
 }
 
+// A .npy file from its parts: version, header text (padded as NumPy does
+// when `pad`), and data bytes.
+std::string npy_bytes(int version, std::string header, const std::string& data, bool pad = true) {
+  const std::size_t prefix = version == 1 ? 10 : 12;
+  if (pad) {
+    header.append((64 - (prefix + header.size() + 1) % 64) % 64, ' ');
+    header += '\n';
+  }
+  std::string b = "\x93NUMPY";
+  b += static_cast<char>(version);
+  b += '\0';
+  const std::size_t n = header.size();
+  b += static_cast<char>(n & 0xff);
+  b += static_cast<char>((n >> 8) & 0xff);
+  if (version != 1) {
+    b += static_cast<char>((n >> 16) & 0xff);
+    b += static_cast<char>((n >> 24) & 0xff);
+  }
+  return b + header + data;
+}
+
+// The message read_npy refuses `bytes` with (without the path), or "<accepted>".
+std::string npy_error(const std::string& bytes, std::optional<DType> expected = std::nullopt) {
+  const fs::path d = tmpdir();
+  const std::string path = (d / "t.npy").string();
+  write_file_atomic(path, bytes);
+  std::string result = "<accepted>";
+  try {
+    read_npy(path, expected);
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), path);
+    result = e.message();
+  }
+  fs::remove_all(d);
+  return result;
+}
+
+TEST(Npy, HeaderParserIsBoundedAndStrict) {
+  const std::string f4x3(12, '\0');
+  EXPECT_EQ(npy_error(npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", f4x3)), "<accepted>");
+  // Any key order, double quotes, no trailing comma, versions 2 and 3.
+  EXPECT_EQ(npy_error(npy_bytes(2, "{\"shape\": (3,), \"fortran_order\": False, \"descr\": \"<f4\"}", f4x3)), "<accepted>");
+  EXPECT_EQ(npy_error(npy_bytes(3, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3)}", f4x3)), "<accepted>");
+  EXPECT_EQ(npy_error(npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", std::string(4, '\0'))),
+            "<accepted>");
+  // A 30 KB header (std::regex overflowed the stack on these): padding inside
+  // the dictionary is read, junk is refused, both without recursion.
+  const std::string spaces(30000, ' ');
+  EXPECT_EQ(npy_error(npy_bytes(1, "{'descr': '<f4', 'fortran_order': False," + spaces + "'shape': (3,), }", f4x3)),
+            "<accepted>");
+  EXPECT_EQ(npy_error(npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }" + std::string(30000, 'x'), f4x3))
+                .substr(0, 23),
+            "bad .npy header at byte");
+  EXPECT_NE(npy_error(npy_bytes(1, "{'descr': '" + std::string(30000, 'f') + "', 'fortran_order': False, 'shape': (3,)}", f4x3))
+                .find("unsupported dtype"),
+            std::string::npos);
+  EXPECT_NE(npy_error(npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::string(30000, '(') + ")}", f4x3))
+                .find("expected a non-negative integer"),
+            std::string::npos);
+  // Over the 2.0/3.0 limit: refused from the length alone.
+  EXPECT_NE(npy_error(npy_bytes(2, std::string(kMaxNpyHeader + 1, ' '), "", false)).find("over the limit"), std::string::npos);
+  // Malformed dictionaries.
+  auto header_error = [&](const std::string& h) { return npy_error(npy_bytes(1, h, f4x3)); };
+  EXPECT_NE(header_error("{'descr': '<f4', 'fortran_order': False}").find("no 'shape'"), std::string::npos);
+  EXPECT_NE(header_error("{'descr': '<f4', 'shape': (3,)}").find("no 'fortran_order'"), std::string::npos);
+  EXPECT_NE(header_error("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (3,)}").find("given twice"),
+            std::string::npos);
+  EXPECT_NE(header_error("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': 1}").find("unknown key 'x'"),
+            std::string::npos);
+  EXPECT_NE(header_error("{'descr': '<f4, 'fortran_order': False, 'shape': (3,)}").find("expected ',' or '}'"),
+            std::string::npos);
+  EXPECT_NE(header_error("{'descr' '<f4', 'fortran_order': False, 'shape': (3,)}").find("expected ':'"), std::string::npos);
+  EXPECT_NE(npy_error(npy_bytes(1, "{'descr': '<f4", "", false)).find("unterminated string"), std::string::npos);
+  EXPECT_NE(header_error("{'descr': '<f4").find("newlines are not supported"), std::string::npos);
+  EXPECT_NE(header_error("{'descr': '<f4', 'fortran_order': false, 'shape': (3,)}").find("True or False"), std::string::npos);
+  EXPECT_NE(header_error("{'descr': '<f4', 'fortran_order': False, 'shape': (-3,)}").find("non-negative"), std::string::npos);
+  EXPECT_NE(header_error("{'descr': '<f4', 'fortran_order': False, 'shape': (3 4)}").find("expected ',' or ')'"),
+            std::string::npos);
+  EXPECT_NE(header_error("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}").find("out of range"),
+            std::string::npos);
+  std::string rank65 = "(";
+  for (int i = 0; i < 65; ++i) rank65 += "1,";
+  EXPECT_NE(header_error("{'descr': '<f4', 'fortran_order': False, 'shape': " + rank65 + ")}").find("more than 64"),
+            std::string::npos);
+  EXPECT_NE(header_error("").find("expected '{'"), std::string::npos);
+}
+
+TEST(Npy, ContentsAreCheckedBeforeAllocating) {
+  const std::string hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': ";
+  // A 144-byte file claiming 1.5 GB: refused from the file size, nothing allocated.
+  const std::string big = npy_bytes(1, hdr + "(375000000,), }", std::string(16, '\0'));
+  EXPECT_EQ(big.size(), 144u);
+  EXPECT_EQ(npy_error(big), "truncated data: shape 375000000 of fp32 needs 1500000000 bytes, the file holds 16");
+  // More than 2^63 bytes, and more than this machine's memory.
+  EXPECT_NE(npy_error(npy_bytes(1, hdr + "(4611686018427387904, 4), }", "")).find("more than 2^63"), std::string::npos);
+  EXPECT_NE(npy_error(npy_bytes(1, hdr + "(1099511627776, 1024), }", "")).find("the file holds 0"), std::string::npos);
+  // Truncated data, trailing bytes, truncated header, bad magic, unknown version.
+  EXPECT_NE(npy_error(npy_bytes(1, hdr + "(3,), }", std::string(11, '\0'))).find("needs 12 bytes, the file holds 11"),
+            std::string::npos);
+  EXPECT_EQ(npy_error(npy_bytes(1, hdr + "(3,), }", std::string(13, '\0'))), "1 trailing bytes after the data");
+  EXPECT_NE(npy_error(npy_bytes(1, hdr + "(3,), }", "").substr(0, 40)).find("truncated header"), std::string::npos);
+  EXPECT_NE(npy_error("\x93NUMPY\x01\x00").find("bad magic"), std::string::npos);
+  EXPECT_NE(npy_error("\x93NUMPX\x01\x00\x00\x00").find("bad magic"), std::string::npos);
+  EXPECT_NE(npy_error(npy_bytes(4, hdr + "(3,), }", std::string(12, '\0'))).find("unsupported .npy version 4"),
+            std::string::npos);
+  // Dtypes: unsupported, big-endian, bf16 bits only when bf16 is expected.
+  EXPECT_NE(npy_error(npy_bytes(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", std::string(12, '\0')))
+                .find("unsupported dtype '<i4'"),
+            std::string::npos);
+  EXPECT_NE(npy_error(npy_bytes(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (3,), }", std::string(12, '\0')))
+                .find("unsupported dtype '>f4'"),
+            std::string::npos);
+  const std::string u2 = npy_bytes(1, "{'descr': '<u2', 'fortran_order': False, 'shape': (3,), }", std::string(6, '\0'));
+  EXPECT_NE(npy_error(u2).find("bf16 is expected"), std::string::npos);
+  EXPECT_EQ(npy_error(u2, DType::bf16), "<accepted>");
+  EXPECT_NE(npy_error(u2, DType::fp16).find("bf16 is expected"), std::string::npos);
+  EXPECT_NE(npy_error(npy_bytes(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (3,), }", std::string(12, '\0')))
+                .find("fortran_order arrays are not supported"),
+            std::string::npos);
+}
+
+TEST(Npy, PathsThatAreNotRegularFiles) {
+  const fs::path d = tmpdir();
+  auto message = [](const std::string& path) {
+    try {
+      read_npy(path);
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.field(), path);
+      return e.message();
+    }
+    return std::string("<accepted>");
+  };
+  EXPECT_EQ(message(d.string()), "is a directory, expected a file");
+  const fs::path loop = d / "loop.npy";
+  fs::create_symlink(loop, loop);
+  EXPECT_NE(message(loop.string()).find("cannot open: "), std::string::npos);
+  EXPECT_EQ(message((d / "missing.npy").string()), "cannot open: No such file or directory");
+  EXPECT_EQ(message("/dev/null"), "is not a regular file");
+  fs::remove_all(d);
+}
+
 TEST(Tensor, TooBigForMemoryIsAnInputError) {
   EXPECT_THROW(Tensor(DType::fp64, {1LL << 20, 1LL << 20, 1LL << 10}), InputError);
   EXPECT_THROW(Tensor(DType::fp64, {1LL << 40, 1LL << 40}), InputError);  // overflows int64
