@@ -194,7 +194,7 @@ nlohmann::json shapes_document(const std::vector<Configuration>& configs) {
   return json{{"provenance",
                {{"generator", "kgate corpus make"},
                 {"generator_version", kGeneratorVersion},
-                {"source", "shared/design/CORPUS.md network description"}}},
+                {"source", "docs/CORPUS.md network description"}}},
               {"configurations", cfgs},
               {"problems", problems}};
 }

@@ -1,6 +1,6 @@
 // The U-Net shape calculator: every conv3d, conv_transpose3d and GroupNorm
 // problem of one ScaFFold training step, derived from the network description
-// of ../shared/design/CORPUS.md. The corpus is generated from this, never
+// of docs/CORPUS.md. The corpus is generated from this, never
 // typed by hand.
 #pragma once
 
@@ -34,7 +34,7 @@ struct Configuration {
   Network net;
 };
 
-// A, B, C, D of CORPUS.md.
+// A, B, C, D of docs/CORPUS.md.
 std::vector<Configuration> configurations();
 
 // One problem of one training step, with who issues it.

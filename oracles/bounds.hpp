@@ -1,4 +1,4 @@
-// The error-bound formulas of ORACLES.md as pure functions. Every tolerance in
+// The error-bound formulas of docs/NUMERICS.md as pure functions. Every tolerance in
 // kgate is one of these; nothing else states a tolerance.
 #pragma once
 
@@ -13,7 +13,7 @@ namespace kgate::oracle {
 double gamma(double k, double u);
 
 // Unit roundoff of an accumulation: 2^-23 for MFMA cdna3 truncating chunks
-// (alignment and truncation inside a chunk, ORACLES.md), the IEEE u of the
+// (alignment and truncation inside a chunk, docs/NUMERICS.md), the IEEE u of the
 // accumulator dtype otherwise.
 double accumulation_u(const ReductionPlan& plan);
 

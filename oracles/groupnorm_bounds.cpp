@@ -1,4 +1,4 @@
-// GroupNorm tolerances (ORACLES.md, GroupNorm) and compare_groupnorm.
+// GroupNorm tolerances (docs/NUMERICS.md, GroupNorm) and compare_groupnorm.
 //
 // Notation per (n, g): M elements, mu = mean, r = rstd, var (biased),
 // meanabs = mean |x|; u = unit roundoff of the fp32 arithmetic (or of

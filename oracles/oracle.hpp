@@ -1,5 +1,5 @@
 // The oracle: the one place in kgate where a candidate output is compared
-// with a reference (ORACLES.md). Every comparison returns a Report: a verdict
+// with a reference (docs/NUMERICS.md). Every comparison returns a Report: a verdict
 // per tier with the evidence, never a bare bool.
 //
 // Contracts common to every entry point:
@@ -139,7 +139,7 @@ Report compare_conv(const ConvProblem& problem, Role output, const Tensor& refer
 
 // ---------------------------------------------------------------------------
 // GroupNorm. The per-element tolerance needs the statistics and the inputs.
-// Forward (ORACLES.md), with r = rstd, mu = mean, xhat_i = (x_i - mu) r,
+// Forward (docs/NUMERICS.md), with r = rstd, mu = mean, xhat_i = (x_i - mu) r,
 // meanabs = mean |x| over the group, kappa = meanabs * r:
 //   tol_i = |g_c| [gamma_{D+5} r (|x_i| + meanabs) + 0.5 |xhat_i| dvar]
 //           + u (|beta_c| + |y_i|) + u_out |y_i|

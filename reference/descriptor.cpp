@@ -17,6 +17,13 @@ std::string format_double(double v) {
   return std::string(buf, r.ptr);
 }
 
+std::optional<double> parse_double(std::string_view s) {
+  double v = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
 namespace {
 
 [[noreturn]] void bad(const std::string& token, const std::string& why) {
@@ -31,10 +38,9 @@ std::int64_t parse_int(const std::string& token, std::string_view s) {
 }
 
 double parse_real(const std::string& token, std::string_view s) {
-  double v = 0;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) bad(token, "expected a number");
-  return v;
+  const auto v = parse_double(s);
+  if (!v) bad(token, "expected a number");
+  return *v;
 }
 
 std::pair<std::int64_t, std::int64_t> parse_pad(const std::string& token, std::string_view s) {

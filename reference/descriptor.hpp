@@ -23,6 +23,7 @@
 // axes differ); parse(print(p)) == p for every valid p.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -39,5 +40,9 @@ std::string to_descriptor(const GroupNormProblem& p);
 
 // Shortest decimal that parses back to the same double.
 std::string format_double(double v);
+// The inverse of format_double: the whole of `s` as a decimal double
+// (std::from_chars: locale-independent, subnormals kept, "inf" and "nan"
+// accepted for the caller to judge); nullopt when it is not one, or out of range.
+std::optional<double> parse_double(std::string_view s);
 
 }  // namespace kgate

@@ -135,15 +135,9 @@ Fill parse_fill(std::string_view text, std::uint64_t seed) {
       const auto allowed = params_of(f.kind);
       if (eq == std::string::npos || std::find(allowed.begin(), allowed.end(), key) == allowed.end())
         throw InputError("fill", "'" + kv + "' is not a parameter of " + kind);
-      double v = 0;
-      try {
-        std::size_t used = 0;
-        v = std::stod(kv.substr(eq + 1), &used);
-        if (used != kv.size() - eq - 1) throw std::invalid_argument("trailing");
-      } catch (const std::exception&) {
-        throw InputError("fill." + key, "expected a number, got '" + kv.substr(eq + 1) + "'");
-      }
-      set_param(f, key, v, "fill." + key);
+      const auto v = parse_double(std::string_view(kv).substr(eq + 1));
+      if (!v) throw InputError("fill." + key, "expected a decimal number, got '" + kv.substr(eq + 1) + "'");
+      set_param(f, key, *v, "fill." + key);
     }
   }
   check_fill(f, "fill");

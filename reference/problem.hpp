@@ -26,7 +26,7 @@ enum class ConvDir : std::uint8_t { fwd, bwd_data, bwd_weight };
 enum class GnDir : std::uint8_t { fwd, bwd };
 // logical: the convolution as the model states it. halo: halo planes
 // concatenated on the listed axes, padding 0 everywhere. adapter: halo only on
-// the split axes, padding kept on the others (CORPUS.md, "Shape forms").
+// the split axes, padding kept on the others (docs/CORPUS.md, "Shape forms").
 enum class ShapeForm : std::uint8_t { logical, halo, adapter };
 
 // What a tensor is to an operator. Also the key of the input generators, so

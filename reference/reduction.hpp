@@ -3,11 +3,11 @@
 // (oracles/) derives every error bound from it. A value with a printer and a
 // JSON form; header-only so kernels/ can use it without linking oracles/.
 //
-// Model (ORACLES.md, tier 2). One output element's K terms are cut into
+// Model (docs/NUMERICS.md, tier 2). One output element's K terms are cut into
 // `splits` slices; each slice is summed by a sequential loop of at most
 // `length` steps in `acc` (IEEE round-to-nearest) or by MFMA instructions
 // (`model = mfma_cdna3`: chunks of `chunk` products aligned to the chunk's
-// largest exponent and truncated, EMULATOR.md). Each slice's partial is stored
+// largest exponent and truncated, docs/EMULATOR.md). Each slice's partial is stored
 // in `partial` (one rounding when narrower than `acc`), then the partials are
 // combined in `acc` by a tree (depth ceil(log2 S)) or serially (S - 1 adds).
 // `epilogue_ops` counts the floating-point operations after the reduction

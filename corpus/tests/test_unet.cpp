@@ -1,4 +1,4 @@
-// The shape calculator reproduces CORPUS.md's configuration A exactly, and
+// The shape calculator reproduces docs/CORPUS.md's configuration A exactly, and
 // the corpus reader rejects corrupted files naming the file, index and field.
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@ namespace {
 
 using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t>;  // (cin, cout, side)
 
-// Configuration A as written in CORPUS.md ("the calls of one step").
+// Configuration A as written in docs/CORPUS.md ("the calls of one step").
 const std::map<Key, int> kConv3 = {
     {{3, 64, 128}, 1},    {{64, 64, 128}, 2},   {{64, 128, 64}, 1},  {{128, 128, 64}, 2},  {{128, 256, 32}, 1},
     {{256, 256, 32}, 2},  {{256, 512, 16}, 1},  {{512, 512, 16}, 2}, {{512, 1024, 8}, 1},  {{1024, 1024, 8}, 1},

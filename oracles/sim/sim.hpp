@@ -59,7 +59,7 @@ ReductionPlan plan_of(const Strategy& s, std::int64_t k, DType src);
 float accumulate(const float* a, const float* b, std::int64_t k, const Strategy& s, DType src,
                  Defect d = Defect::none);
 
-// One MFMA cdna3 step (EMULATOR.md): c + sum of 8 exact products under the
+// One MFMA cdna3 step (docs/EMULATOR.md): c + sum of 8 exact products under the
 // chunk model (align to the chunk max exponent, truncate to 24 fractional
 // bits, chunk sum truncated to 31 and c to 24 fractional bits relative to the
 // larger exponent, one round-to-nearest-even to fp32).

@@ -60,7 +60,7 @@ TEST(Bounds, GammaAndUnits) {
 }
 
 TEST(Bounds, LambdaCoversAUnionOfRoundings) {
-  // ORACLES.md: lambda ~ 9 covers 1e12 roundings at 1e-6 per run.
+  // docs/NUMERICS.md: lambda ~ 9 covers 1e12 roundings at 1e-6 per run.
   const double l = hm_lambda(1e12, std::ldexp(1.0, -24), 1e-6);
   EXPECT_GT(l, 9.0);
   EXPECT_LT(l, 9.5);
@@ -68,7 +68,7 @@ TEST(Bounds, LambdaCoversAUnionOfRoundings) {
 }
 
 TEST(Bounds, Tier3IsTighterThanTier2ByTheDocumentedFactor) {
-  // 7-60x for D between 4096 and 2^18 (ORACLES.md).
+  // 7-60x for D between 4096 and 2^18 (docs/NUMERICS.md).
   for (std::int64_t d : {4096, 1 << 18}) {
     const ReductionPlan p = ReductionPlan::sequential(d);
     const double ratio = rigorous_relative(p, DType::bf16) / probabilistic_relative(p, DType::bf16, 9.0);

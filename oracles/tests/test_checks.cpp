@@ -1,4 +1,4 @@
-// Every check of the oracle has a test that makes it fail (STYLE.md), and the
+// Every check of the oracle has a test that makes it fail (a rule of the project), and the
 // simulation pieces the self-tests rely on are themselves checked.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Google Benchmark suite for the fast references over the configuration-A
-// shapes of CORPUS.md (every conv direction, both GroupNorm directions), with
+// shapes of docs/CORPUS.md (every conv direction, both GroupNorm directions), with
 // the machine's Eigen fp64 GEMM rate measured in the same run.
 //
 //   bench_ref --benchmark_filter=configA --benchmark_counters_tabular=true
@@ -150,7 +150,7 @@ void register_all() {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   };
-  // Configuration A (CORPUS.md): Conv3d k3 s1 p1 bf16 (Cin -> Cout @ D).
+  // Configuration A (docs/CORPUS.md): Conv3d k3 s1 p1 bf16 (Cin -> Cout @ D).
   const struct { int ci, co, d; } convs[] = {
       {3, 64, 128},   {64, 64, 128},  {64, 128, 64},  {128, 128, 64}, {128, 256, 32}, {256, 256, 32},
       {256, 512, 16}, {512, 512, 16}, {512, 1024, 8}, {1024, 1024, 8}, {1024, 512, 16}, {512, 256, 32},

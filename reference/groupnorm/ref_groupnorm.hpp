@@ -7,7 +7,7 @@
 // Backward (inputs x, dy, gamma, beta, and the forward's mean and rstd as
 // given, e.g. fp32): with relu, dy is first masked by [y_fwd > 0], y_fwd
 // recomputed in fp64 from x and the given mean, rstd, gamma, beta. Then
-// (ORACLES.md, with mu = mean, r = rstd, sums over the group's elements):
+// (docs/NUMERICS.md, with mu = mean, r = rstd, sums over the group's elements):
 //   sum1 = sum_c gamma_c * sum(dy*x),  sum2 = sum_c gamma_c * sum(dy)
 //   c2 = (sum2*mu - sum1) * r^3 / M,   c3 = -c2*mu - sum2*r/M
 //   dx = r*gamma_c*dy + c2*x + c3
@@ -40,7 +40,7 @@ Outputs groupnorm_mpfr_rounded(const GroupNormProblem& p, const Inputs& in, DTyp
 // consistent backward input set.
 Outputs groupnorm_derived_inputs(const GroupNormProblem& bwd, const Inputs& in, Impl impl = Impl::fast);
 
-// What the GroupNorm tolerance of ORACLES.md needs, computed in fp64 with the
+// What the GroupNorm tolerance of docs/NUMERICS.md needs, computed in fp64 with the
 // fast (compensated two-pass) statistics of x. Statistics are [N][G], the rest
 // has x's dims or [C].
 struct GroupNormCompanion {

@@ -1,5 +1,5 @@
 // dtype conversions: exhaustive round trips, agreement with MPFR's correct
-// rounding on the ORACLES.md edge cases and on 10^7 random fp32 patterns,
+// rounding on the docs/NUMERICS.md edge cases and on 10^7 random fp32 patterns,
 // single rounding from fp64, and the ULP distance.
 #include <gtest/gtest.h>
 
@@ -51,7 +51,7 @@ TEST(Dtype, EveryFp16PatternRoundTripsThroughFp32) {
 }
 
 TEST(Dtype, OraclesEdgeCases) {
-  // fp16 facts from ORACLES.md.
+  // fp16 facts from docs/NUMERICS.md.
   EXPECT_EQ(fp16_bits_to_fp32(fp32_to_fp16_bits(65519.0f)), 65504.0f);
   EXPECT_TRUE(std::isinf(fp16_bits_to_fp32(fp32_to_fp16_bits(65520.0f))));
   EXPECT_EQ(fp16_bits_to_fp32(fp32_to_fp16_bits(0x1p-25f)), 0.0f);
