@@ -176,12 +176,14 @@ int cmd_corpus_make(const std::string& path, bool check) {
 // A word where a subcommand is expected that names none: CLI11 would call
 // it an unexpected argument; say which subcommands there are.
 void check_subcommand(const CLI::App& parent, const std::string& word, const std::string& where) {
-  if (word.empty() || word[0] == '-') return;
+  if (word == "--help" || word == "-h" || word == "--version") return;
   std::string names;
   for (const CLI::App* sub : parent.get_subcommands([](const CLI::App*) { return true; })) {
     if (sub->get_name() == word) return;
     names += (names.empty() ? "" : ", ") + sub->get_name();
   }
+  if (!word.empty() && word[0] == '-')
+    throw InputError(where, "unknown option '" + word + "'; a subcommand comes first (one of: " + names + ")");
   throw InputError(where, "unknown subcommand '" + word + "' (one of: " + names + ")");
 }
 
