@@ -284,6 +284,7 @@ int main(int argc, char** argv) {
     }
     if (*brun) {
       files::input_file(bitwise_path, "--corpus");
+      gate::backend_settings();  // a bad emulator setting is bad input, not a failed entry
       return bitwise_run(bitwise_path, bitwise_require_all);
     }
     if (*check_cmd) return cmd_check(descriptor, copt);
@@ -299,6 +300,11 @@ int main(int argc, char** argv) {
     std::cerr << "kgate: error: out of memory (an error of the run, not a verdict on a kernel)\n";
     return exit_error;
   } catch (const fs::filesystem_error& e) {
+    std::cerr << "kgate: error: " << e.what() << "\n";
+    return exit_error;
+  } catch (const std::exception& e) {
+    // Anything else that stops the run (e.g. no thread could be started) is
+    // an error of the run: a message and exit 2, never an abort.
     std::cerr << "kgate: error: " << e.what() << "\n";
     return exit_error;
   }
