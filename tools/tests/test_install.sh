@@ -4,7 +4,8 @@
 # folder (or in KGATE_DATA_DIR); a separate project builds against the CMake
 # package (find_package(kgate)) and reproduces `kgate ref`'s digest.
 set -uo pipefail
-build=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
+#   test_install.sh BUILD_DIR SOURCE_DIR [CXX [CXXFLAGS [LDFLAGS]]]   (the build's compiler and flags)
+build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) cxx="${3:-c++}" cxxflags="${4:-}" ldflags="${5:-}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
@@ -24,7 +25,8 @@ mkdir -p data/corpus && cp "$tmp/p/share/kgate/corpus/"*.json data/corpus/
 KGATE_DATA_DIR="$tmp/data" "$kgate" verify --filter op=groupnorm.fwd --filter config=A --flop-budget 100000 --report r2.json --junit '' >/dev/null
 python3 -c 'import json,sys; assert json.load(open("r2.json"))["corpus"]==sys.argv[1]' "$tmp/data/corpus/shapes.json" || fail "KGATE_DATA_DIR is not used"
 # A consumer project.
-cmake -S "$src/tools/tests/consumer" -B cb -G Ninja -DCMAKE_PREFIX_PATH="$tmp/p" -DCMAKE_BUILD_TYPE=Release >cb.log 2>&1 \
+cmake -S "$src/tools/tests/consumer" -B cb -G Ninja -DCMAKE_PREFIX_PATH="$tmp/p" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS="$cxxflags" -DCMAKE_EXE_LINKER_FLAGS="$ldflags" >cb.log 2>&1 \
   && cmake --build cb >>cb.log 2>&1 || { cat cb.log; fail "the consumer project does not configure or build"; }
 if [[ -x cb/consumer ]]; then
   got=$(cb/consumer) || fail "consumer failed"
