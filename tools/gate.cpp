@@ -1,9 +1,15 @@
 #include "tools/gate.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <new>
+#include <system_error>
 
 #include "kernels/api.hpp"
+#include "kernels/runtime/runtime.hpp"
 #include "reference/conv3d/ref.hpp"
 #include "reference/descriptor.hpp"
 #include "reference/digest.hpp"
@@ -40,9 +46,11 @@ std::map<Role, const Tensor*> pointers(const std::map<Role, Tensor>& m) {
 }
 
 std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
-                              const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got) {
+                              const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got,
+                              const std::function<void(const char*)>& phase) {
   std::vector<RoleResult> out;
   const ref::Inputs rin = ref::refs(in);
+  phase("reference");
   auto plan_of = [&](Role r) {
     auto it = plan.reduction.find(std::string(name(r)));
     if (it == plan.reduction.end()) throw std::logic_error("plan declares no reduction for " + std::string(name(r)));
@@ -51,6 +59,7 @@ std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const
   if (const auto* c = std::get_if<ConvProblem>(&p)) {
     const ref::Outputs want = ref::run_reference(p, rin, ref::Impl::fast);
     const ref::Outputs abs = ref::abs_companion(p, rin);
+    phase("oracle");
     const Tensor* bias = c->bias && c->dir == ConvDir::fwd ? &in.at(Role::b) : nullptr;
     for (const auto& s : outputs(p))
       out.push_back({std::string(name(s.role)), oracle::compare_conv(*c, s.role, want.at(s.role), abs.at(s.role),
@@ -60,6 +69,7 @@ std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const
   const auto& g = std::get<GroupNormProblem>(p);
   const ref::Outputs want = ref::run_reference(p, rin, ref::Impl::fast);
   const ref::GroupNormCompanion comp = ref::groupnorm_companion(g, rin);
+  phase("oracle");
   oracle::GroupNormInputs gi;
   gi.x = &in.at(Role::x);
   if (g.affine) {
@@ -81,6 +91,13 @@ std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const
   return out;
 }
 
+std::string out_of_memory(const Problem& p, const std::string& descriptor, const std::string& cause = "out of memory") {
+  return descriptor + ": " + cause + " (estimated footprint " +
+         std::to_string(static_cast<std::int64_t>(footprint_bytes(p)) >> 20) + " MiB, available " +
+         std::to_string(static_cast<std::int64_t>(available_memory()) >> 20) +
+         " MiB); an error of the run, not a verdict on the kernel";
+}
+
 std::string digests_of(const std::map<Role, Tensor>& m) {
   std::string s;
   for (const auto& [r, t] : m) s += std::string(name(r)) + "=" + digest(t) + " ";
@@ -89,7 +106,7 @@ std::string digests_of(const std::map<Role, Tensor>& m) {
 
 }  // namespace
 
-Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats) {
+Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, const PhaseFn& phase) {
   const auto t0 = std::chrono::steady_clock::now();
   Result r;
   r.descriptor = to_descriptor(p);
@@ -114,10 +131,17 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats) {
   for (const Fill& f : fills) {
     FillResult fr;
     fr.fill = f;
+    const std::string which = " (fill " + fill_string(f) + " seed " + std::to_string(f.seed) + ")";
+    auto enter = [&](const char* what) {
+      if (phase) phase(what + which);
+    };
     try {
+      enter("inputs");
       const auto in = ref::make_inputs(p, f);
+      enter("kernel");
       const auto got = kernels::run(p, plan, pointers(in));
       fr.digest = digests_of(got);
+      if (repeats > 0) enter("rerun");
       for (int k = 0; k < repeats; ++k) {
         kernels::RunOptions nan;
         nan.prefill_nan = true;  // what memory held must not matter either
@@ -128,14 +152,22 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats) {
           break;
         }
       }
-      fr.roles = judge(p, plan, f, in, got);
+      fr.roles = judge(p, plan, f, in, got, enter);
       for (const auto& rr : fr.roles) {
         fr.state = worse(fr.state, rr.report.state);
         fr.worst_margin = std::max(fr.worst_margin, rr.report.tier2.max_margin);
       }
     } catch (const InputError&) {
       throw;
+    } catch (const std::bad_alloc&) {
+      throw RunError(out_of_memory(p, r.descriptor));
+    } catch (const rt::OutOfMemory&) {
+      throw RunError(out_of_memory(p, r.descriptor));
     } catch (const std::exception& e) {
+      // No thread, or no memory for one: the machine's limits, not the kernel.
+      if (const auto* sys = dynamic_cast<const std::system_error*>(&e);
+          sys && (sys->code() == std::errc::resource_unavailable_try_again || sys->code() == std::errc::not_enough_memory))
+        throw RunError(out_of_memory(p, r.descriptor, e.what()));
       fr.state = State::failed;
       fr.detail = std::string("kernel run failed: ") + e.what();
     }
@@ -145,6 +177,52 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats) {
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+double footprint_bytes(const Problem& p) {
+  if (!kernels::is_supported(p)) return 0;
+  auto bytes = [](const TensorSpec& s, std::size_t element) {
+    double n = 1;
+    for (std::int64_t d : s.dims) n *= static_cast<double>(d);
+    return n * static_cast<double>(element);
+  };
+  double total = 0;
+  for (const auto& s : inputs(p)) total += 2 * bytes(s, size_of(s.dtype));
+  for (const auto& s : outputs(p)) total += 3 * bytes(s, size_of(s.dtype)) + 2 * bytes(s, sizeof(double));
+  return total + static_cast<double>(kernels::plan(p).workspace_bytes);
+}
+
+double available_memory() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string key; in >> key;) {
+    double kib = 0;
+    std::string unit;
+    if (key == "MemAvailable:" && in >> kib >> unit && unit == "kB") return kib * 1024;
+    std::getline(in, key);
+  }
+  const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return static_cast<double>(pages) * static_cast<double>(page);
+}
+
+nlohmann::json backend_settings() {
+  nlohmann::json j{{"backend", kernels::backend_name()}};
+  rt::host::Config c;
+  try {
+    c = rt::host::config();
+  } catch (const std::exception& e) {
+    throw InputError("environment", e.what());
+  }
+  const char* order = c.order == rt::host::Order::in_order   ? "in_order"
+                      : c.order == rt::host::Order::reversed ? "reversed"
+                                                             : "shuffled";
+  j["host"] = {{"threads", c.threads},
+               {"order", order},
+               {"order_seed", c.seed},
+               {"wave_size", c.wave_size},
+               {"mfma_model", c.mfma == rt::MfmaModel::exact ? "exact" : "cdna3"},
+               {"lds_check", c.check_lds},
+               {"stack_bytes", c.stack_bytes}};
+  return j;
 }
 
 std::string Result::repro() const {

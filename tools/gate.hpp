@@ -5,6 +5,9 @@
 // (kernel, reference) -> oracle -> result.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -49,9 +52,38 @@ struct Result {
 // for conv, gn_exact for GroupNorm) and a signed random fill.
 std::vector<Fill> default_fills(const Problem& p, std::uint64_t seed);
 
+// An error of the run, not a verdict on the kernel (an allocation failed):
+// evaluate() throws it, naming the problem; the command line exits 2.
+class RunError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Told the phase evaluate() enters, e.g. "kernel (fill signed seed 1)";
+// phases: inputs, kernel, rerun, reference, oracle.
+using PhaseFn = std::function<void(const std::string&)>;
+
 // Judges the kernel on one problem with each fill; `repeats` extra kernel
-// runs must reproduce the first run's digests bit for bit.
-Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats = 1);
+// runs must reproduce the first run's digests bit for bit. A failed
+// allocation throws RunError; a kernel's own error is a failed verdict.
+Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats = 1, const PhaseFn& phase = {});
+
+// The bytes evaluate() holds at its peak for p, estimated from the tensor
+// shapes and the plan: the inputs twice (host and device copies), the
+// outputs three times (device, the first run's, a rerun's), the fp64
+// reference and its absolute companion per output element, and the plan's
+// workspace. 0 when no kernel runs p (unimplemented or unsupported).
+double footprint_bytes(const Problem& p);
+
+// The memory a run may use: MemAvailable of /proc/meminfo (the free physical
+// memory from sysconf when it cannot be read).
+double available_memory();
+
+// The emulator's settings as a run uses them (the host backend's
+// configuration, read from the KGATE_HOST_* / KGATE_MFMA_MODEL /
+// KGATE_LDS_CHECK environment). A bad environment value is an InputError
+// naming the variable.
+nlohmann::json backend_settings();
 
 // "src:dst" label for tables.
 std::string dtype_label(const Problem& p);

@@ -1,10 +1,15 @@
-// kgate: the command line. Exit codes: 0 success, 1 a verification failed,
-// 2 bad input (the message names the field).
+// kgate: the command line. Exit codes (tools/summary.hpp): 0 passed, 1 a
+// verification failed, 2 bad input or an error of the run (the message names
+// the field), 3 incomplete (nothing failed, something was not verified).
 #include <CLI/CLI.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "corpus/corpus_file.hpp"
 #include "corpus/unet.hpp"
@@ -18,8 +23,12 @@
 #include "oracles/oracle.hpp"
 #include "reference/conv3d/ref.hpp"
 #include "tools/bitwise_cmd.hpp"
+#include "tools/files.hpp"
 #include "tools/gate.hpp"
+#include "tools/options.hpp"
+#include "tools/summary.hpp"
 #include "tools/verify.hpp"
+#include "tools/version.hpp"
 
 namespace fs = std::filesystem;
 using namespace kgate;
@@ -46,7 +55,7 @@ int cmd_desc(const std::string& text, bool json) {
 int cmd_gen(const std::string& text, const std::string& fill_text, std::uint64_t seed, const std::string& out) {
   const Problem p = parse_descriptor(text);
   const Fill f = fill_text == "lattice" ? lattice_fill(p, seed) : parse_fill(fill_text, seed);
-  fs::create_directories(out);
+  files::output_folder(out, "--out");
   nlohmann::json manifest{{"descriptor", to_descriptor(p)}, {"problem", to_json(p)}, {"fill", to_json(f)}};
   for (const auto& s : inputs(p)) {
     if (s.derived) continue;
@@ -62,19 +71,73 @@ int cmd_gen(const std::string& text, const std::string& fill_text, std::uint64_t
   return 0;
 }
 
+// While one problem runs: a line every `interval` seconds with the elapsed
+// time and the phase (inputs, kernel, rerun, reference, oracle), flushed, so
+// that a long check shows it is alive in a log as on a terminal.
+class Heartbeat {
+ public:
+  explicit Heartbeat(double interval) : interval_(interval) {
+    if (interval_ > 0) thread_ = std::thread([this] { loop(); });
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void phase(const std::string& p) {
+    std::lock_guard lock(mutex_);
+    phase_ = p;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mutex_);
+    const auto period = std::chrono::duration<double>(interval_);
+    while (!cv_.wait_for(lock, period, [&] { return stop_; })) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+      std::cout << "  ... " << std::fixed << std::setprecision(1) << s << " s, " << phase_ << std::endl;
+    }
+  }
+  double interval_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::string phase_ = "starting";
+  std::thread thread_;
+};
+
+struct CheckOptions {
+  std::string fill;           // empty: the default fills
+  std::uint64_t seed = 1;
+  std::string backend = "auto";
+  int repeats = 1;
+  double progress = 5;        // heartbeat period in seconds; 0: none
+  double memory_limit = 0;    // bytes; 0: available memory
+  bool require_all = false;
+};
+
 // The developer's loop for one problem: verdict per tier, worst elements,
 // the plan, and the command that reproduces it.
-int cmd_check(const std::string& text, const std::string& fill_text, std::uint64_t seed, const std::string& backend,
-              int repeats) {
+int cmd_check(const std::string& text, const CheckOptions& o) {
   const Problem p = parse_descriptor(text);
-  if (backend != "auto" && backend != kernels::backend_name())
-    throw InputError("--backend", backend + " is not available in this build (it runs the " + kernels::backend_name() +
-                                      " backend)");
+  if (o.backend != "auto" && o.backend != kernels::backend_name())
+    throw InputError("--backend", o.backend + " is not available in this build (it runs the " +
+                                      kernels::backend_name() + " backend)");
+  const nlohmann::json settings = gate::backend_settings();
   std::vector<Fill> fills;
-  if (fill_text.empty()) fills = gate::default_fills(p, seed);
-  else fills.push_back(fill_text == "lattice" ? lattice_fill(p, seed) : parse_fill(fill_text, seed));
-  const gate::Result r = gate::evaluate(p, fills, repeats);
-  std::cout << r.descriptor << "  [" << kernels::backend_name() << "]\n";
+  if (o.fill.empty()) fills = gate::default_fills(p, o.seed);
+  else fills.push_back(o.fill == "lattice" ? lattice_fill(p, o.seed) : parse_fill(o.fill, o.seed));
+  check_memory({p}, 1, o.memory_limit);
+  std::cout << to_descriptor(p) << "  [" << kernels::backend_name() << "]" << std::endl;
+  gate::Result r;
+  {
+    Heartbeat beat(o.progress);
+    r = gate::evaluate(p, fills, o.repeats, [&](const std::string& phase) { beat.phase(phase); });
+  }
   if (!r.plan.empty()) std::cout << r.plan;
   if (!r.reason.empty()) std::cout << oracle::name(r.state) << ": " << r.reason << "\n";
   for (const auto& f : r.fills) {
@@ -82,9 +145,13 @@ int cmd_check(const std::string& text, const std::string& fill_text, std::uint64
               << (f.detail.empty() ? "" : " (" + f.detail + ")") << "\n";
     for (const auto& rr : f.roles) std::cout << oracle::to_table(rr.report);
   }
+  std::cout << "\nsettings: " << settings.dump() << "\n";
   std::cout << "\n" << oracle::name(r.state) << " in " << std::fixed << std::setprecision(2) << r.seconds << " s\n";
   std::cout << "repro: " << r.repro() << "\n";
-  return gate::is_failure(r.state) ? 1 : 0;
+  Tally t;
+  t.add(r.state);
+  std::cout << t.summary_line(o.require_all) << std::endl;
+  return t.exit_code(o.require_all);
 }
 
 // Runs a reference on .npy inputs (from `kgate gen`).
@@ -92,14 +159,32 @@ int cmd_ref(const std::string& text, const std::string& inputs_dir, const std::s
   const Problem p = parse_descriptor(text);
   const auto impl = ref::parse_impl(impl_text);
   if (!impl) throw InputError("--impl", "unknown implementation '" + impl_text + "' (direct, fast, mpfr, dot2)");
+  files::input_folder(inputs_dir, "--inputs");
+  files::output_folder(out, "--out");
   ref::run_reference_files(p, inputs_dir, *impl, out);
   std::cout << corpus::read_text((fs::path(out) / "digests.json").string());
   return 0;
 }
 
 int cmd_corpus_make(const std::string& path, bool check) {
+  if (check) files::input_file(path, "--out");
+  else files::output_file(path, "--out");
   return corpus::write_or_check(path, corpus::dump(corpus::shapes_document(corpus::configurations())), check,
                                 "run `kgate corpus make` to update it");
+}
+
+// A word where a subcommand is expected that names none: CLI11 would call
+// it an unexpected argument; say which subcommands there are.
+void check_subcommand(const CLI::App& parent, const std::string& word, const std::string& where) {
+  if (word == "--help" || word == "-h" || word == "--version") return;
+  std::string names;
+  for (const CLI::App* sub : parent.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() == word) return;
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  if (!word.empty() && word[0] == '-')
+    throw InputError(where, "unknown option '" + word + "'; a subcommand comes first (one of: " + names + ")");
+  throw InputError(where, "unknown subcommand '" + word + "' (one of: " + names + ")");
 }
 
 }  // namespace
@@ -107,6 +192,8 @@ int cmd_corpus_make(const std::string& path, bool check) {
 int main(int argc, char** argv) {
   CLI::App app{"kgate: verification suite for NDHWC conv3d / GroupNorm kernels"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", version_string(), "print the version, git revision and backends, then exit");
+  app.footer(exit_codes_help);
 
   std::string descriptor, fill = "signed", out, corpus_path = verify_default_corpus();
   std::uint64_t seed = 1;
@@ -119,7 +206,7 @@ int main(int argc, char** argv) {
   auto* gen = app.add_subcommand("gen", "Generate a problem's inputs as .npy files");
   gen->add_option("descriptor", descriptor, "problem descriptor (quote it)")->required();
   gen->add_option("--fill", fill, "generator: signed, positive, uniform:lo=..,hi=.., lattice, gn_exact, gn_sweep")->capture_default_str();
-  gen->add_option("--seed", seed, "generator seed")->capture_default_str();
+  gen->add_option("--seed", seed, "generator seed")->check(options::unsigned64())->capture_default_str();
   gen->add_option("--out", out, "output folder")->required();
 
   auto* corpus_cmd = app.add_subcommand("corpus", "The shapes corpus");
@@ -128,15 +215,25 @@ int main(int argc, char** argv) {
   make->add_option("--out", corpus_path, "corpus file")->capture_default_str();
   make->add_flag("--check", check, "regenerate in memory and fail if the file differs by one byte");
 
-  std::string backend = "auto", impl = "fast", inputs_dir;
-  int repeats = 1;
+  std::string impl = "fast", inputs_dir;
+  CheckOptions copt;
   auto* check_cmd = app.add_subcommand("check", "Run one problem through kernel, reference and oracle");
   check_cmd->add_option("descriptor", descriptor, "problem descriptor (quote it)")->required();
-  std::string check_fill;
-  check_cmd->add_option("--fill", check_fill, "generator (default: the exact fill, then signed)");
-  check_cmd->add_option("--seed", seed, "generator seed")->capture_default_str();
-  check_cmd->add_option("--backend", backend, "auto | host | hip | cuda")->capture_default_str();
-  check_cmd->add_option("--repeats", repeats, "extra kernel runs that must reproduce the digests")->capture_default_str();
+  check_cmd->add_option("--fill", copt.fill, "generator (default: the exact fill, then signed)");
+  check_cmd->add_option("--seed", copt.seed, "generator seed")->check(options::unsigned64())->capture_default_str();
+  check_cmd->add_option("--backend", copt.backend, "auto | host | hip | cuda")
+      ->check(CLI::IsMember({"auto", "host", "hip", "cuda"}))
+      ->capture_default_str();
+  check_cmd->add_option("--repeats", copt.repeats, "extra kernel runs that must reproduce the digests")
+      ->check(options::integer_in(0, 1000))
+      ->capture_default_str();
+  check_cmd->add_option("--progress", copt.progress, "seconds between progress lines while it runs (0: none)")
+      ->check(options::real_in(0, 86400))
+      ->capture_default_str();
+  check_cmd->add_option("--memory-limit", copt.memory_limit, "bytes the run may use (default: MemAvailable)")
+      ->check(options::real_in(0, 1e30));
+  check_cmd->add_flag("--require-all", copt.require_all, "fail (exit 1) when the problem is unimplemented or skipped");
+  check_cmd->footer(exit_codes_help);
 
   auto* ref_cmd = app.add_subcommand("ref", "Run a reference on .npy inputs");
   ref_cmd->add_option("descriptor", descriptor, "problem descriptor (quote it)")->required();
@@ -145,6 +242,7 @@ int main(int argc, char** argv) {
   ref_cmd->add_option("--out", out, "output folder")->required();
 
   std::string bitwise_path = bitwise_default_path();
+  bool bitwise_require_all = false;
   auto* bitwise_cmd = app.add_subcommand("bitwise", "The bitwise corpus");
   bitwise_cmd->require_subcommand(1);
   auto* bmake = bitwise_cmd->add_subcommand("make", "Regenerate corpus/bitwise.json from the references");
@@ -152,6 +250,8 @@ int main(int argc, char** argv) {
   bmake->add_flag("--check", check, "regenerate in memory and fail if the file differs by one byte");
   auto* brun = bitwise_cmd->add_subcommand("run", "Run the kernels on the bitwise corpus and compare digests");
   brun->add_option("--corpus", bitwise_path, "corpus file")->capture_default_str();
+  brun->add_flag("--require-all", bitwise_require_all, "fail (exit 1) when an entry has no kernel");
+  brun->footer(exit_codes_help);
 
   VerifyOptions vopt;
   vopt.corpus = corpus_path;
@@ -160,26 +260,53 @@ int main(int argc, char** argv) {
   add_verify_options(*verify, vopt);
 
   try {
+    if (argc > 1) check_subcommand(app, argv[1], "kgate");
+    if (argc > 2 && (std::string(argv[1]) == "corpus" || std::string(argv[1]) == "bitwise"))
+      check_subcommand(*app.get_subcommand(argv[1]), argv[2], std::string("kgate ") + argv[1]);
+  } catch (const InputError& e) {
+    std::cerr << "kgate: error: " << e.what() << "\n";
+    return exit_error;
+  }
+  try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    return code == 0 ? 0 : exit_error;
   }
   try {
     if (*desc) return cmd_desc(descriptor, json);
     if (*gen) return cmd_gen(descriptor, fill, seed, out);
     if (*make) return cmd_corpus_make(corpus_path, check);
-    if (*bmake) return bitwise_make(bitwise_path, check);
-    if (*brun) return bitwise_run(bitwise_path);
-    if (*check_cmd) return cmd_check(descriptor, check_fill, seed, backend, repeats);
+    if (*bmake) {
+      if (check) files::input_file(bitwise_path, "--out");
+      else files::output_file(bitwise_path, "--out");
+      return bitwise_make(bitwise_path, check);
+    }
+    if (*brun) {
+      files::input_file(bitwise_path, "--corpus");
+      gate::backend_settings();  // a bad emulator setting is bad input, not a failed entry
+      return bitwise_run(bitwise_path, bitwise_require_all);
+    }
+    if (*check_cmd) return cmd_check(descriptor, copt);
     if (*ref_cmd) return cmd_ref(descriptor, inputs_dir, impl, out);
     if (*verify) return run_verify(vopt);
   } catch (const InputError& e) {
     std::cerr << "kgate: error: " << e.what() << "\n";
-    return 2;
+    return exit_error;
+  } catch (const gate::RunError& e) {
+    std::cerr << "kgate: error: " << e.what() << "\n";
+    return exit_error;
   } catch (const std::bad_alloc&) {
-    std::cerr << "kgate: error: out of memory\n";
-    return 2;
+    std::cerr << "kgate: error: out of memory (an error of the run, not a verdict on a kernel)\n";
+    return exit_error;
+  } catch (const fs::filesystem_error& e) {
+    std::cerr << "kgate: error: " << e.what() << "\n";
+    return exit_error;
+  } catch (const std::exception& e) {
+    // Anything else that stops the run (e.g. no thread could be started) is
+    // an error of the run: a message and exit 2, never an abort.
+    std::cerr << "kgate: error: " << e.what() << "\n";
+    return exit_error;
   }
-  return 2;
+  return exit_error;
 }

@@ -1,8 +1,7 @@
 #include "tools/verify.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <iomanip>
@@ -11,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "corpus/corpus_file.hpp"
 #include "reference/descriptor.hpp"
@@ -21,11 +21,15 @@
 #include "reference/npy.hpp"
 #include "kernels/api.hpp"
 #include "tools/bitwise_cmd.hpp"
+#include "tools/data.hpp"
+#include "tools/files.hpp"
 #include "tools/gate.hpp"
+#include "tools/options.hpp"
+#include "tools/summary.hpp"
 
 namespace kgate {
 
-std::string verify_default_corpus() { return std::string(KGATE_SOURCE_DIR) + "/corpus/shapes.json"; }
+std::string verify_default_corpus() { return data::path("corpus/shapes.json"); }
 
 void add_verify_options(CLI::App& cmd, VerifyOptions& opt) {
   cmd.add_option("--corpus", opt.corpus, "shapes corpus file")->capture_default_str();
@@ -35,13 +39,21 @@ void add_verify_options(CLI::App& cmd, VerifyOptions& opt) {
   cmd.add_option("--filter", opt.filters, "KEY=VALUE (op, dir, dtype, site, config, form); repeatable, all must match");
   cmd.add_option("--config", opt.configs, "configurations to run (A B C D)")->capture_default_str();
   cmd.add_flag("--full", opt.full, "full extents (for GPU backends)");
-  cmd.add_option("--flop-budget", opt.flop_budget, "reduced extents: cost cap per problem")->capture_default_str();
-  cmd.add_option("--jobs,-j", opt.jobs, "problems run in parallel")->check(CLI::Range(1, 256))->capture_default_str();
-  cmd.add_option("--seed", opt.seed, "generator seed")->capture_default_str();
-  cmd.add_option("--repeats", opt.repeats, "extra kernel runs per fill that must reproduce the digests")->check(CLI::Range(0, 1000))->capture_default_str();
+  cmd.add_option("--flop-budget", opt.flop_budget, "reduced extents: cost cap per problem")
+      ->check(options::real_in(1, 1e30))
+      ->capture_default_str();
+  cmd.add_option("--jobs,-j", opt.jobs, "problems run in parallel")->check(options::integer_in(1, 256))->capture_default_str();
+  cmd.add_option("--seed", opt.seed, "generator seed")->check(options::unsigned64())->capture_default_str();
+  cmd.add_option("--repeats", opt.repeats, "extra kernel runs per fill that must reproduce the digests")
+      ->check(options::integer_in(0, 1000))
+      ->capture_default_str();
   cmd.add_option("--bitwise", opt.bitwise, "bitwise corpus file ('' skips it)")->capture_default_str();
-  cmd.add_option("--report", opt.report, "JSON report file")->capture_default_str();
-  cmd.add_option("--junit", opt.junit, "JUnit XML file")->capture_default_str();
+  cmd.add_option("--report", opt.report, "JSON report file ('-': standard output)")->capture_default_str();
+  cmd.add_option("--junit", opt.junit, "JUnit XML file ('-': standard output)")->capture_default_str();
+  cmd.add_flag("--require-all", opt.require_all, "fail (exit 1) when any check is unimplemented or skipped");
+  cmd.add_option("--memory-limit", opt.memory_limit, "bytes the run may use (default: MemAvailable)")
+      ->check(options::real_in(0, 1e30));
+  cmd.footer(exit_codes_help);
 }
 
 namespace {
@@ -103,21 +115,37 @@ std::string xml_escape(const std::string& s) {
   return o;
 }
 
-std::string junit_xml(const std::vector<Result>& results, double seconds) {
+std::string junit_xml(const std::vector<Result>& results, const std::vector<BitwiseResult>& bitwise, double seconds,
+                      bool require_all) {
   int failures = 0, skipped = 0;
-  for (const auto& r : results) {
-    failures += is_failure(r.state);
-    skipped += r.state == State::unimplemented || r.state == State::skipped;
-  }
+  auto count = [&](State s) {
+    const bool unverified = s == State::unimplemented || s == State::skipped;
+    failures += is_failure(s) || (unverified && require_all);
+    skipped += unverified && !require_all;
+  };
+  for (const auto& r : results) count(r.state);
+  for (const auto& b : bitwise) count(b.state);
+  const std::size_t tests = results.size() + bitwise.size();
   std::ostringstream x;
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-    << "<testsuites name=\"kgate verify\" tests=\"" << results.size() << "\" failures=\"" << failures << "\" skipped=\""
+    << "<testsuites name=\"kgate verify\" tests=\"" << tests << "\" failures=\"" << failures << "\" skipped=\""
     << skipped << "\" time=\"" << seconds << "\">\n"
-    << "  <testsuite name=\"kgate verify\" tests=\"" << results.size() << "\" failures=\"" << failures << "\" skipped=\""
+    << "  <testsuite name=\"kgate verify\" tests=\"" << tests << "\" failures=\"" << failures << "\" skipped=\""
     << skipped << "\" time=\"" << seconds << "\">\n";
+  auto testcase = [&](const std::string& classname, const std::string& name, double time, State state,
+                      const std::string& detail, const std::string& repro) {
+    x << "    <testcase classname=\"" << xml_escape(classname) << "\" name=\"" << xml_escape(name) << "\" time=\""
+      << time << "\">";
+    const bool unverified = state == State::unimplemented || state == State::skipped;
+    if (is_failure(state) || (unverified && require_all))
+      x << "\n      <failure message=\"" << oracle::name(state) << "\">" << xml_escape(detail + "repro: " + repro)
+        << "</failure>\n    ";
+    else if (state != State::passed)
+      x << "\n      <skipped message=\"" << xml_escape(std::string(oracle::name(state)) + (detail.empty() ? "" : ": ") + detail)
+        << "\"/>\n    ";
+    x << "</testcase>\n";
+  };
   for (const auto& r : results) {
-    x << "    <testcase classname=\"" << xml_escape(r.op) << "\" name=\"" << xml_escape(r.descriptor)
-      << "\" time=\"" << r.seconds << "\">";
     std::string detail = r.reason.empty() ? "" : r.reason + "\n";
     for (const auto& f : r.fills) {
       if (f.state == State::passed) continue;
@@ -125,12 +153,9 @@ std::string junit_xml(const std::vector<Result>& results, double seconds) {
       for (const auto& rr : f.roles)
         if (rr.report.state != State::passed) detail += oracle::to_table(rr.report) + "\n";
     }
-    if (is_failure(r.state))
-      x << "\n      <failure message=\"" << oracle::name(r.state) << "\">" << xml_escape(detail + "repro: " + r.repro()) << "</failure>\n    ";
-    else if (r.state != State::passed)
-      x << "\n      <skipped message=\"" << xml_escape(detail) << "\"/>\n    ";
-    x << "</testcase>\n";
+    testcase(r.op, r.descriptor, r.seconds, r.state, detail, r.repro());
   }
+  for (const auto& b : bitwise) testcase("bitwise." + b.op, b.descriptor, b.seconds, b.state, b.detail, b.repro());
   x << "  </testsuite>\n</testsuites>\n";
   return x.str();
 }
@@ -177,11 +202,34 @@ Problem reduce_extents(const Problem& p, double flop_budget) {
   return best;
 }
 
+void check_memory(const std::vector<Problem>& problems, int jobs, double limit) {
+  const bool measured = limit <= 0;
+  if (measured) limit = gate::available_memory();
+  std::vector<std::pair<double, std::string>> sizes;
+  for (const Problem& p : problems) sizes.emplace_back(gate::footprint_bytes(p), to_descriptor(p));
+  std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  double together = 0;
+  for (std::size_t i = 0; i < sizes.size() && i < static_cast<std::size_t>(jobs); ++i) together += sizes[i].first;
+  if (together <= limit) return;
+  auto mib = [](double b) { return std::to_string(static_cast<long long>(b / (1 << 20))) + " MiB"; };
+  std::string msg = "the run needs about " + mib(together) + " (largest problem '" + sizes[0].second + "': " +
+                    mib(sizes[0].first) + (jobs > 1 ? ", " + std::to_string(jobs) + " jobs at once" : "") + ") but " +
+                    mib(limit) + (measured ? " of memory is available (MemAvailable)" : " is allowed (--memory-limit)");
+  if (jobs > 1 && sizes[0].first <= limit) msg += "; fewer --jobs would fit";
+  throw InputError("memory", msg);
+}
+
 int run_verify(const VerifyOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   if (opt.backend != "auto" && opt.backend != kernels::backend_name())
     throw InputError("--backend", opt.backend + " is not available in this build (it runs the " +
                                       kernels::backend_name() + " backend)");
+  files::input_file(opt.corpus, "--corpus");
+  if (!opt.bitwise.empty()) files::input_file(opt.bitwise, "--bitwise");
+  // Checked before the run, so that a long run never ends unable to report.
+  if (!opt.report.empty()) files::output_file(opt.report, "--report");
+  if (!opt.junit.empty()) files::output_file(opt.junit, "--junit");
+  const nlohmann::json settings = gate::backend_settings();
   const auto entries = corpus::load_shapes(opt.corpus);
   for (const std::string& c : opt.configs)
     if (std::none_of(entries.begin(), entries.end(), [&](const corpus::Entry& e) { return e.config == c; }))
@@ -197,10 +245,12 @@ int run_verify(const VerifyOptions& opt) {
     if (seen.insert(to_descriptor(p)).second) work.push_back(p);
   }
   if (work.empty()) throw InputError("--filter", "selects no problem");
+  check_memory(work, opt.jobs, opt.memory_limit);
 
-  const bool tty = ::isatty(STDOUT_FILENO);
+  // Every finished problem is a line, flushed, on a terminal or in a CI log
+  // alike: a run that is killed still shows how far it got.
   std::cout << "kgate verify: " << work.size() << " problems, backend " << kernels::backend_name()
-            << (opt.full ? ", full extents" : ", reduced extents") << ", " << opt.jobs << " job(s)\n";
+            << (opt.full ? ", full extents" : ", reduced extents") << ", " << opt.jobs << " job(s)" << std::endl;
   std::vector<Result> results(work.size());
   std::mutex print;
   std::atomic<std::size_t> next{0}, done{0};
@@ -218,10 +268,11 @@ int run_verify(const VerifyOptions& opt) {
       std::lock_guard lock(print);
       ++done;
       const Result& r = results[i];
-      if (tty || is_failure(r.state))
-        std::cout << "[" << done << "/" << work.size() << "] " << std::setw(13) << std::left << oracle::name(r.state)
-                  << " " << r.descriptor << "\n";
+      std::cout << "[" << done << "/" << work.size() << "] " << std::setw(13) << std::left << oracle::name(r.state)
+                << std::right << std::fixed << std::setprecision(2) << std::setw(8) << r.seconds << " s  "
+                << r.descriptor << "\n";
       if (is_failure(r.state)) std::cout << "    repro: " << r.repro() << "\n";
+      std::cout << std::flush;
     }
   };
   std::vector<std::thread> pool;
@@ -236,15 +287,14 @@ int run_verify(const VerifyOptions& opt) {
     double worst = 0;
   };
   std::map<std::pair<std::string, std::string>, Row> table;
-  int failures = 0;
+  Tally tally;
   for (const auto& r : results) {
     auto& row = table[{r.op, r.dtype}];
     row.problems++;
     row.by_state[r.state]++;
     row.worst = std::max(row.worst, r.worst_margin);
-    failures += is_failure(r.state);
+    tally.add(r.state);
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "\n" << std::left << std::setw(28) << "operator.direction" << std::setw(11) << "dtype" << std::right
             << std::setw(9) << "problems" << std::setw(8) << "passed" << std::setw(8) << "failed" << std::setw(15)
             << "unimplemented" << std::setw(9) << "skipped" << std::setw(14) << "worst margin" << "\n";
@@ -266,25 +316,42 @@ int run_verify(const VerifyOptions& opt) {
     for (const auto& m : missing) std::cout << " " << m;
     std::cout << "\n";
   }
-  std::cout << "worst margin: largest tier-2 error/bound (fails above 1)\n";
-  int bw_passed = 0, bw_failed = 0, bw_unimpl = 0;
+  std::cout << "worst margin: largest tier-2 error/bound (fails above 1)" << std::endl;
+  std::vector<BitwiseResult> bitwise;
+  Tally bw;
   if (!opt.bitwise.empty()) {
     std::cout << "\n";
-    bitwise_run(opt.bitwise, false, &bw_passed, &bw_failed, &bw_unimpl);
-    failures += bw_failed;
+    bitwise = bitwise_results(opt.bitwise);
+    for (const auto& b : bitwise) bw.add(b.state);
+    std::cout << "bitwise: " << bitwise.size() << " entries, " << bw.passed << " passed, " << bw.failed << " failed, "
+              << bw.unimplemented << " without a kernel\n";
   }
-  std::cout << "\n" << (failures ? "FAILED" : "OK") << ": " << failures << " of "
-            << results.size() + static_cast<std::size_t>(bw_passed + bw_failed) << " checks failed (" << std::fixed << std::setprecision(1) << seconds << " s)\n";
+  Tally all = tally;
+  all.passed += bw.passed;
+  all.failed += bw.failed;
+  all.unimplemented += bw.unimplemented;
+  all.skipped += bw.skipped;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "\n" << all.summary_line(opt.require_all) << " (" << std::fixed << std::setprecision(1) << seconds
+            << " s)" << std::endl;
 
-  nlohmann::json report{{"backend", kernels::backend_name()}, {"corpus", opt.corpus}, {"full", opt.full},
-                        {"seed", opt.seed}, {"seconds", seconds}, {"failures", failures},
-                        {"bitwise", {{"corpus", opt.bitwise}, {"passed", bw_passed}, {"failed", bw_failed},
-                                     {"without_kernel", bw_unimpl}}},
+  auto counts = [](const Tally& t) {
+    return nlohmann::json{{"passed", t.passed}, {"failed", t.failed}, {"unimplemented", t.unimplemented},
+                          {"skipped", t.skipped}};
+  };
+  nlohmann::json report{{"backend", kernels::backend_name()}, {"settings", settings}, {"corpus", opt.corpus},
+                        {"full", opt.full}, {"seed", opt.seed}, {"seconds", seconds},
+                        {"require_all", opt.require_all}, {"verdict", all.verdict(opt.require_all)},
+                        {"exit_code", all.exit_code(opt.require_all)}, {"failures", all.failed},
+                        {"counts", counts(all)}, {"problem_counts", counts(tally)},
+                        {"bitwise", {{"corpus", opt.bitwise}, {"passed", bw.passed}, {"failed", bw.failed},
+                                     {"without_kernel", bw.unimplemented}, {"entries", nlohmann::json::array()}}},
                         {"problems", nlohmann::json::array()}};
   for (const auto& r : results) report["problems"].push_back(r.to_json());
-  if (!opt.report.empty()) write_file_atomic(opt.report, report.dump(1) + "\n");
-  if (!opt.junit.empty()) write_file_atomic(opt.junit, junit_xml(results, seconds));
-  return failures ? 1 : 0;
+  for (const auto& b : bitwise) report["bitwise"]["entries"].push_back(b.to_json());
+  if (!opt.report.empty()) files::write_output_file(opt.report, report.dump(1) + "\n", "--report");
+  if (!opt.junit.empty()) files::write_output_file(opt.junit, junit_xml(results, bitwise, seconds, opt.require_all), "--junit");
+  return all.exit_code(opt.require_all);
 }
 
 }  // namespace kgate

@@ -21,13 +21,21 @@ struct VerifyOptions {
   std::uint64_t seed = 1;
   int repeats = 1;                       // extra kernel runs that must reproduce the digests
   std::string bitwise;                   // bitwise corpus ("" skips it)
-  std::string report = "kgate-report.json";
+  std::string report = "kgate-report.json";  // "-": standard output
   std::string junit = "kgate-junit.xml";
+  bool require_all = false;              // unimplemented or skipped is a failure
+  double memory_limit = 0;               // bytes the run may use; 0: available memory
 };
 
 std::string verify_default_corpus();
 void add_verify_options(CLI::App& cmd, VerifyOptions& opt);
 int run_verify(const VerifyOptions& opt);
+
+// Refuses (InputError naming `flag`) a set of problems whose estimated
+// footprint (gate::footprint_bytes) does not fit in memory when `jobs` of
+// them run at once: the `jobs` largest must fit in `limit` bytes (0: the
+// available memory).
+void check_memory(const std::vector<Problem>& problems, int jobs, double limit);
 
 // The reduced-extent version of a problem: the same channels, groups, kernel,
 // stride, padding, form and dtypes, with the interior spatial extent cut to

@@ -6,13 +6,25 @@
 //   usage: kgate_conformance_<backend> [scale]
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 
 #include "kernels/conformance/conformance.hpp"
 
 int main(int argc, char** argv) {
   using namespace kgate::conformance;
-  const int scale = argc > 1 ? std::atoi(argv[1]) : 1;
+  if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf("usage: %s [SCALE]\n  runs the conformance kernels (problem size x SCALE, default 1), prints each "
+                "output's XXH3-64 and whether it matches plain C++; exit 0 iff all match\n", argv[0]);
+    return 0;
+  }
+  char* end = nullptr;
+  const long scale_arg = argc > 1 ? std::strtol(argv[1], &end, 10) : 1;
+  if (argc > 2 || (argc > 1 && (*end != '\0' || scale_arg < 1 || scale_arg > 1024))) {
+    std::fprintf(stderr, "kgate_conformance: SCALE must be one integer in [1, 1024] (--help for usage)\n");
+    return 2;
+  }
+  const int scale = static_cast<int>(scale_arg);
   try {
     const auto dev = run_device(scale);
     const auto cpu = run_plain_cpp(scale);

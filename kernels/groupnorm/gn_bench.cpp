@@ -174,7 +174,14 @@ int main(int argc, char** argv) {
     else if (a == "--iters" && i + 1 < argc) iters = std::atoi(argv[++i]);
     else if (a == "--copy" && i + 1 < argc) copy_bytes = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--steps") steps = true;
-    else problems.push_back(a);
+    else if (a == "--help" || a == "-h") {
+      std::printf("usage: %s [--seed S] [--fill F] [--iters N] [--copy BYTES] [--steps] DESCRIPTOR...\n"
+                  "  per GroupNorm problem: output digests, kernel time and bandwidth (see gn_bench.cpp)\n", argv[0]);
+      return 0;
+    } else if (a.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "gn_bench: error: unknown option '%s' or missing value (--help for usage)\n", a.c_str());
+      return 2;
+    } else problems.push_back(a);
   }
   try {
     std::printf("backend %s\n", kernels::backend_name().c_str());

@@ -52,6 +52,13 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A device allocation that failed for want of memory: an error of the run,
+// not a defect of the kernel (the gate reports it as such, never as failed).
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
 // Launch geometry. lds_bytes is the dynamic LDS size (static LDS is declared
 // in the kernel with KGATE_LDS).
 template <class StreamT>

@@ -17,6 +17,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace cg = cooperative_groups;
 
@@ -187,6 +188,11 @@ void run_two_pass(const Bench& k) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::printf("usage: single_read_skeleton [X_BYTES] [ITERS]\n  the single-read GroupNorm forward's traffic "
+                "(see single_read_skeleton.cu)\n");
+    return 0;
+  }
   const size_t xbytes = argc > 1 ? std::strtoull(argv[1], nullptr, 0) : 268435456ull;
   if (argc > 2) g_iters = std::atoi(argv[2]);
   if (xbytes < (1u << 20) || xbytes % (1u << 16) != 0 || g_iters < 1) {

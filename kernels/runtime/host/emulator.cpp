@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <random>
 #include <sstream>
 #include <string>
@@ -207,7 +208,7 @@ void* device_malloc(std::size_t bytes) {
   const std::size_t data = (bytes + kGuard - 1) / kGuard * kGuard;
   const std::size_t total = kGuard + data + kGuard;
   auto* base = static_cast<unsigned char*>(std::aligned_alloc(kGuard, total));
-  if (!base) throw Error("device_malloc(" + std::to_string(bytes) + "): out of host memory");
+  if (!base) throw OutOfMemory("device_malloc(" + std::to_string(bytes) + "): out of host memory");
   host::detail::fill_poison(base, total);
   std::lock_guard lk(g_mem_mutex);
   g_allocs[reinterpret_cast<std::uintptr_t>(base + kGuard)] = Allocation{base, bytes, total};
@@ -807,6 +808,7 @@ void launch_erased(const char* name, const LaunchConfig& lc, const Job& job) {
   std::mutex err_mutex;
   std::uint64_t err_index = ~std::uint64_t{0};
   std::string err_msg;
+  bool err_memory = false;  // the first error was an allocation failure: OutOfMemory, not a kernel defect
   const std::function<void()> work = [&] {
     Executor& ex = executor();
     for (;;) {
@@ -821,6 +823,7 @@ void launch_erased(const char* name, const LaunchConfig& lc, const Job& job) {
         if (i < err_index) {
           err_index = i;
           err_msg = e.what();
+          err_memory = dynamic_cast<const std::bad_alloc*>(&e) || dynamic_cast<const OutOfMemory*>(&e);
         }
         stop = true;
       }
@@ -830,6 +833,7 @@ void launch_erased(const char* name, const LaunchConfig& lc, const Job& job) {
     std::lock_guard lk(g_launch_mutex);
     pool().run(threads, work);
   }
+  if (!err_msg.empty() && err_memory) throw OutOfMemory(prefix + ": " + err_msg);
   if (!err_msg.empty()) throw Error(err_msg);
   check_all_guards(name);
 }
