@@ -126,8 +126,11 @@ std::vector<Output> run_device(int scale) {
     da.upload(a);
     db.upload(b);
     const rt::dim3 grid(s.gemm_n / 32, s.gemm_m / 32);
-    KGATE_LAUNCH((tile_gemm<kGemmK>), (rt::LaunchConfig{grid, 64}), da.data(), db.data(), dc.data(), s.gemm_m,
-                 s.gemm_n);
+    rt::mma::with_default_atom<rt::MmaType::bf16>([&](auto atom) {
+      using Atom = decltype(atom);
+      KGATE_LAUNCH((tile_gemm<Atom, kGemmK>), (rt::LaunchConfig{grid, static_cast<unsigned>(Atom::lanes)}), da.data(),
+                   db.data(), dc.data(), s.gemm_n);
+    });
     outs.push_back(as_output("tile_gemm", dc.download()));
   }
   {  // hinted_copy

@@ -1,0 +1,319 @@
+// The matrix-core numeric models (contract: mma_numerics.hpp). cdna3 and
+// sm90 work on integers: a bf16/f16/tf32 product is an exact integer
+// significand product at exponent ea + eb, so alignment, truncation and the
+// exact sum are shifts and 64-bit additions, and the final rounding is one
+// conversion of an exact double.
+#include "kernels/runtime/host/mma_numerics.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+
+namespace kgate::rt::numerics {
+
+namespace {
+
+constexpr std::int32_t kZeroExp = -100000;  // exponent of a zero: below every real one
+
+template <int ExpBits, int F>
+Operand decode_ieee(std::uint32_t bits) {
+  constexpr int bias = (1 << (ExpBits - 1)) - 1;
+  const std::uint32_t frac = bits & ((1u << F) - 1u);
+  const std::uint32_t ef = (bits >> F) & ((1u << ExpBits) - 1u);
+  const bool neg = (bits >> (F + ExpBits)) & 1u;
+  if (ef == (1u << ExpBits) - 1u) return Operand{neg ? -1 : 1, 0, frac ? 2 : 1};
+  std::int32_t m, e;
+  if (ef == 0) {
+    m = static_cast<std::int32_t>(frac);
+    e = frac ? 1 - bias : kZeroExp;
+  } else {
+    m = static_cast<std::int32_t>(frac | (1u << F));
+    e = static_cast<std::int32_t>(ef) - bias;
+  }
+  return Operand{neg ? -m : m, e, 0};
+}
+
+std::uint32_t bits_of(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float float_of(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// 2^k as a double, for k in the normal range.
+double pow2(int k) {
+  const std::uint64_t u = static_cast<std::uint64_t>(k + 1023) << 52;
+  double d;
+  std::memcpy(&d, &u, 8);
+  return d;
+}
+
+// |x| * 2^sh, cut toward zero (sh may be negative).
+inline std::int64_t shift_trunc(std::int64_t mag, int sh) {
+  if (sh >= 0) return mag << sh;
+  return -sh >= 63 ? 0 : mag >> -sh;
+}
+// x * 2^sh rounded toward minus infinity (x signed).
+inline std::int64_t shift_floor(std::int64_t x, int sh) {
+  if (sh >= 0) return x * (std::int64_t{1} << sh);
+  return x >> std::min(-sh, 63);
+}
+
+// The IEEE class of sum_k a[k] * b[k] + c when some input is not finite:
+// NaN for a NaN, Inf * 0, or Infs of both signs; else the Inf's sign.
+// Returns 0 for NaN, +1 / -1 for +-Inf.
+int special_class(const Operand* a, const Operand* b, int k, const Operand& c) {
+  bool pos = false, neg = false;
+  auto note = [&](int sign) { (sign > 0 ? pos : neg) = true; };
+  if (c.cls == 2) return 0;
+  if (c.cls == 1) note(c.m);
+  for (int i = 0; i < k; ++i) {
+    if (a[i].cls == 2 || b[i].cls == 2) return 0;
+    if (a[i].cls == 1 || b[i].cls == 1) {
+      if (a[i].m == 0 || b[i].m == 0) return 0;  // Inf * 0
+      note((a[i].m > 0) == (b[i].m > 0) ? 1 : -1);
+    }
+  }
+  return pos && neg ? 0 : (pos ? 1 : -1);
+}
+
+bool any_special(const Operand* a, const Operand* b, int k, const Operand& c) {
+  std::int32_t s = c.cls;
+  for (int i = 0; i < k; ++i) s |= a[i].cls | b[i].cls;
+  return s != 0;
+}
+
+constexpr float kInf = INFINITY;
+
+// One cdna3 group (see the header): n <= 8 products and the accumulator.
+float cdna3_group(const Operand* a, const Operand* b, int n, int F, float c) {
+  std::int32_t emax = kZeroExp * 2;
+  std::int64_t p[8];
+  std::int32_t pe[8];
+  bool p_inf = false, n_inf = false;
+  for (int i = 0; i < n; ++i) {
+    p[i] = static_cast<std::int64_t>(a[i].m) * b[i].m;
+    pe[i] = a[i].e + b[i].e;
+    if (p[i] != 0) {
+      emax = std::max(emax, pe[i]);
+      const std::uint64_t mag = static_cast<std::uint64_t>(p[i] < 0 ? -p[i] : p[i]);
+      if (63 - __builtin_clzll(mag) + pe[i] - 2 * F >= 128) (p[i] > 0 ? p_inf : n_inf) = true;
+    }
+  }
+  if (p_inf || n_inf) return p_inf && n_inf ? NAN : (p_inf ? kInf : -kInf);
+  const Operand cc = decode_f32(c);
+  if (emax == kZeroExp * 2) return cc.m == 0 ? 0.0f : c;  // no product: D = C (a zero C gives +0)
+  std::int64_t s = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::int64_t mag = shift_trunc(p[i] < 0 ? -p[i] : p[i], 24 - 2 * F - (emax - pe[i]));
+    s += p[i] < 0 ? -mag : mag;
+  }
+  const int top = cc.m != 0 ? std::max(emax, cc.e) : emax;
+  // Units of 2^(top - 31): the group sum floored at 31 bits, C at 24 bits.
+  const std::int64_t total = shift_floor(s, 7 - (top - emax)) + (cc.m != 0 ? shift_floor(cc.m, 1 - (top - cc.e)) * 128 : 0);
+  return static_cast<float>(static_cast<double>(total) * pow2(top - 31));
+}
+
+}  // namespace
+
+Operand decode_bf16(std::uint16_t bits) { return decode_ieee<8, kFracBf16>(bits); }
+Operand decode_f16(std::uint16_t bits) { return decode_ieee<5, kFracF16>(bits); }
+Operand decode_f32(float f) { return decode_ieee<8, kFracF32>(bits_of(f)); }
+Operand decode_tf32(float f) {
+  const std::uint32_t u = bits_of(f);
+  if ((u & 0x7f800000u) == 0x7f800000u) return decode_f32(f);  // Inf / NaN as they are
+  return decode_ieee<8, kFracTf32>(((u >> 31) << 18) | ((u >> 13) & 0x3ffffu));
+}
+
+float cdna3_dot(const Operand* a, const Operand* b, int k, int group, int F, float c) {
+  const Operand cc = decode_f32(c);
+  if (any_special(a, b, k, cc)) {
+    const int cls = special_class(a, b, k, cc);
+    return cls == 0 ? float_of(0x7FC00000u) : (cls > 0 ? kInf : -kInf);
+  }
+  float acc = c;
+  for (int k0 = 0; k0 < k; k0 += group) acc = cdna3_group(a + k0, b + k0, std::min(group, k - k0), F, acc);
+  return acc;
+}
+
+float sm90_dot(const Operand* a, const Operand* b, int k, int F, float c, Sm90Terms* terms) {
+  const Operand cc = decode_f32(c);
+  if (terms) {
+    terms->k = k;
+    terms->special = false;
+  }
+  if (any_special(a, b, k, cc)) {
+    if (terms) terms->special = true;
+    const int cls = special_class(a, b, k, cc);
+    return cls == 0 ? float_of(0x7FFFFFFFu) : (cls > 0 ? kInf : -kInf);
+  }
+  std::int64_t p[16];
+  std::int32_t pe[16];
+  std::int32_t emax = cc.m != 0 ? cc.e : kZeroExp * 2;
+  for (int i = 0; i < k; ++i) {
+    p[i] = static_cast<std::int64_t>(a[i].m) * b[i].m;
+    pe[i] = a[i].e + b[i].e;
+    if (p[i] != 0) emax = std::max(emax, pe[i]);
+  }
+  std::int64_t s = 0;
+  for (int i = 0; i < k; ++i) {
+    const std::int64_t mag = shift_trunc(p[i] < 0 ? -p[i] : p[i], 25 - 2 * F - (emax - pe[i]));
+    const std::int64_t t = p[i] < 0 ? -mag : mag;
+    if (terms) terms->product[i] = t;
+    s += t;
+  }
+  std::int64_t ct = 0;
+  if (cc.m != 0) {
+    const std::int64_t mag = shift_trunc(cc.m < 0 ? -cc.m : cc.m, 25 - kFracF32 - (emax - cc.e));
+    ct = cc.m < 0 ? -mag : mag;
+  }
+  s += ct;
+  if (terms) {
+    terms->max_exp = emax;
+    terms->c = ct;
+    terms->sum = s;
+  }
+  if (s == 0) return 0.0f;
+  // s * 2^(emax - 25) is exact in a double; cut it toward zero to fp32.
+  const double d = static_cast<double>(s) * pow2(emax - 25);
+  std::uint64_t u;
+  std::memcpy(&u, &d, 8);
+  const std::uint32_t sign = static_cast<std::uint32_t>(u >> 63) << 31;
+  const int ed = static_cast<int>((u >> 52) & 0x7ff) - 1023;
+  const std::uint64_t mant = (u & ((std::uint64_t{1} << 52) - 1)) | (std::uint64_t{1} << 52);
+  if (ed >= 128) return float_of(sign | 0x7f800000u);
+  if (ed >= -126) return float_of(sign | static_cast<std::uint32_t>(ed + 127) << 23 | static_cast<std::uint32_t>((mant >> 29) & 0x7fffffu));
+  const int sh = 52 - (ed + 149);  // subnormal: units of 2^-149
+  return float_of(sign | static_cast<std::uint32_t>(sh >= 64 ? 0 : mant >> sh));
+}
+
+namespace {
+
+// An exact fixed-point accumulator for the exact model: bit b has weight
+// 2^(b + kBase), two's complement over kLimbs*64 bits.
+class ExactAcc {
+ public:
+  void add(double x) {
+    if (x == 0.0) return;
+    int e = 0;
+    const double f = std::frexp(std::fabs(x), &e);  // x = f * 2^e, f in [0.5, 1)
+    const auto m = static_cast<std::uint64_t>(std::ldexp(f, 53));
+    add_shifted(m, e - 53 - kBase, x < 0);
+  }
+
+  float round_to_float() const {
+    std::uint64_t mag[kLimbs];
+    const bool neg = (w_[kLimbs - 1] >> 63) != 0;
+    std::memcpy(mag, w_, sizeof mag);
+    if (neg) {  // two's complement negate
+      std::uint64_t carry = 1;
+      for (int i = 0; i < kLimbs; ++i) {
+        mag[i] = ~mag[i] + carry;
+        carry = (carry && mag[i] == 0) ? 1 : 0;
+      }
+    }
+    int p = -1;
+    for (int i = kLimbs - 1; i >= 0 && p < 0; --i)
+      if (mag[i]) p = i * 64 + 63 - __builtin_clzll(mag[i]);
+    if (p < 0) return 0.0f;
+    auto bit = [&](int b) -> std::uint64_t { return b < 0 ? 0 : (mag[b / 64] >> (b % 64)) & 1u; };
+    const int top_exp = p + kBase;
+    const int lsb_exp = std::max(top_exp - 23, -149);
+    const int lsb = lsb_exp - kBase;
+    std::uint64_t mant = 0;
+    for (int b = p; b >= lsb; --b) mant = (mant << 1) | bit(b);
+    const std::uint64_t guard = bit(lsb - 1);
+    bool sticky = false;
+    for (int b = lsb - 2; b >= 0 && !sticky; --b) {
+      if (b % 64 == 63 && mag[b / 64] == 0) {
+        b -= 63;
+        continue;
+      }
+      sticky = bit(b) != 0;
+    }
+    if (guard && (sticky || (mant & 1))) ++mant;
+    const double v = std::ldexp(static_cast<double>(mant), lsb_exp);
+    if (v >= 0x1p128) return neg ? -INFINITY : INFINITY;
+    const float r = static_cast<float>(v);  // exact
+    return neg ? -r : r;
+  }
+
+ private:
+  static constexpr int kLimbs = 12;
+  static constexpr int kBase = -420;
+
+  void add_shifted(std::uint64_t m, int pos, bool negative) {
+    const int li = pos / 64, off = pos % 64;
+    const std::uint64_t part[2] = {m << off, off ? m >> (64 - off) : 0};
+    std::uint64_t carry = 0;
+    for (int i = li; i < kLimbs; ++i) {
+      const std::uint64_t v = (i - li < 2 ? part[i - li] : 0);
+      if (!negative) {
+        const std::uint64_t s1 = w_[i] + v;
+        const std::uint64_t c1 = s1 < v;
+        const std::uint64_t s2 = s1 + carry;
+        carry = c1 | (s2 < carry);
+        w_[i] = s2;
+      } else {
+        const std::uint64_t d1 = w_[i] - v;
+        const std::uint64_t b1 = w_[i] < v;
+        const std::uint64_t d2 = d1 - carry;
+        carry = b1 | (d1 < carry);
+        w_[i] = d2;
+      }
+      if (i - li >= 1 && !carry) break;
+    }
+  }
+
+  std::uint64_t w_[kLimbs] = {};
+};
+
+double value_of(const Operand& x, int F) {
+  if (x.cls == 2) return NAN;
+  if (x.cls == 1) return x.m > 0 ? INFINITY : -INFINITY;
+  return std::ldexp(static_cast<double>(x.m), x.e - F);
+}
+
+}  // namespace
+
+float exact_dot(const Operand* a, const Operand* b, int k, int F, float c) {
+  const Operand cc = decode_f32(c);
+  if (any_special(a, b, k, cc)) {
+    const int cls = special_class(a, b, k, cc);
+    return cls == 0 ? float_of(0x7FC00000u) : (cls > 0 ? kInf : -kInf);
+  }
+  ExactAcc acc;
+  for (int i = 0; i < k; ++i) acc.add(value_of(a[i], F) * value_of(b[i], F));  // <= 48-bit products: exact
+  acc.add(c);
+  return acc.round_to_float();
+}
+
+float fma_chain(const float* a, const float* b, int k, float c) {
+  float acc = c;
+  for (int i = 0; i < k; ++i) acc = std::fmaf(a[i], b[i], acc);
+  return acc;
+}
+
+float dot_bits(MfmaModel model, MmaType type, const std::uint16_t* a, const std::uint16_t* b, int k, float c,
+               Sm90Terms* terms) {
+  Operand da[64], db[64];
+  const bool bf = type == MmaType::bf16;
+  const int F = bf ? kFracBf16 : kFracF16;
+  k = std::min(k, 64);
+  for (int i = 0; i < k; ++i) {
+    da[i] = bf ? decode_bf16(a[i]) : decode_f16(a[i]);
+    db[i] = bf ? decode_bf16(b[i]) : decode_f16(b[i]);
+  }
+  switch (model) {
+    case MfmaModel::exact: return exact_dot(da, db, k, F, c);
+    case MfmaModel::cdna3: return cdna3_dot(da, db, k, 8, F, c);
+    case MfmaModel::sm90: return sm90_dot(da, db, std::min(k, 16), F, c, terms);
+  }
+  return c;
+}
+
+}  // namespace kgate::rt::numerics
