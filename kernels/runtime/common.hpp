@@ -107,6 +107,15 @@ KGATE_HD constexpr int bpermute_lane(int index, int wave_size) { return index & 
 // a 32-wide backend the upper half is 0).
 using lane_mask = std::uint64_t;
 
+// splitmix64: the deterministic hash the conformance inputs are made of
+// (identical on every backend and machine; no library random engine).
+KGATE_HD constexpr std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
 // Matrix-core targets: the instruction sets whose MMA atoms exist (mma.hpp).
 // The HIP backend is gfx942, the CUDA backend sm90; the host backend emulates
 // either (host::Config::target).
