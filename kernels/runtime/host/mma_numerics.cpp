@@ -295,7 +295,7 @@ float exact_dot(const Operand* a, const Operand* b, int k, int F, float c) {
 float fma_chain(const float* a, const float* b, int k, float c) {
   float acc = c;
   for (int i = 0; i < k; ++i) acc = std::fmaf(a[i], b[i], acc);
-  return acc;
+  return acc != acc ? float_of(0x7FC00000u) : acc;
 }
 
 float dot_bits(MfmaModel model, MmaType type, const std::uint16_t* a, const std::uint16_t* b, int k, float c,
