@@ -81,7 +81,10 @@ void exec_atom(const WaveGroup& g) {
   static constexpr auto cmap = flatten<lanes, rc>(Atom::c());
   const MfmaModel model = g.mfma;
   constexpr bool is_f32 = Atom::type == MmaType::f32;
-  nm::Operand A[M][K], B[N][K];  // B by column
+  // Operands as decoded structs (the general paths) and as significand /
+  // exponent arrays (the finite fast paths); B by column.
+  nm::Operand A[M][K], B[N][K];
+  std::int32_t Am[M][K], Ae[M][K], Bm[N][K], Be[N][K];
   float Af[is_f32 ? M : 1][K], Bf[is_f32 ? N : 1][K];
   float C[M][N], D[M][N];
   for (int l = 0; l < lanes; ++l) {
@@ -101,17 +104,44 @@ void exec_atom(const WaveGroup& g) {
       std::memcpy(&C[x.row][x.col], lane->in + 32 + 4 * r, 4);
     }
   }
+  // Rows of A and columns of B holding an Inf or NaN take the general path.
+  bool a_special[M] = {}, b_special[N] = {};
+  for (int i = 0; i < M; ++i)
+    for (int k = 0; k < K; ++k) {
+      Am[i][k] = A[i][k].m;
+      Ae[i][k] = A[i][k].e;
+      a_special[i] |= A[i][k].cls != 0;
+    }
+  for (int j = 0; j < N; ++j)
+    for (int k = 0; k < K; ++k) {
+      Bm[j][k] = B[j][k].m;
+      Be[j][k] = B[j][k].e;
+      b_special[j] |= B[j][k].cls != 0;
+    }
   constexpr int F = frac_bits<Atom>(MfmaModel::cdna3);
+  constexpr int group = Atom::type == MmaType::xf32 ? 4 : 8;
   for (int i = 0; i < M; ++i) {
     for (int j = 0; j < N; ++j) {
       if (model == MfmaModel::exact) {
         D[i][j] = nm::exact_dot(A[i], B[j], K, frac_bits<Atom>(MfmaModel::exact), C[i][j]);
-      } else if constexpr (Atom::target == Target::sm90) {
-        D[i][j] = nm::sm90_dot(A[i], B[j], K, F, C[i][j]);
-      } else if constexpr (is_f32) {
+        continue;
+      }
+      if constexpr (is_f32) {
         D[i][j] = nm::fma_chain(Af[i], Bf[j], K, C[i][j]);
       } else {
-        D[i][j] = nm::cdna3_dot(A[i], B[j], K, Atom::type == MmaType::xf32 ? 4 : 8, F, C[i][j]);
+        const nm::Operand cc = nm::decode_f32(C[i][j]);
+        const bool special = a_special[i] || b_special[j] || cc.cls != 0;
+        if constexpr (Atom::target == Target::sm90) {
+          D[i][j] = special ? nm::sm90_dot(A[i], B[j], K, F, C[i][j])
+                            : nm::sm90_finite<K, F>(Am[i], Ae[i], Bm[j], Be[j], cc);
+        } else if (special) {
+          D[i][j] = nm::cdna3_dot(A[i], B[j], K, group, F, C[i][j]);
+        } else {
+          float acc = C[i][j];
+          for (int k0 = 0; k0 < K; k0 += group)
+            acc = nm::detail::cdna3_group(Am[i] + k0, Ae[i] + k0, Bm[j] + k0, Be[j] + k0, group, F, acc);
+          D[i][j] = acc;
+        }
       }
     }
   }

@@ -14,31 +14,9 @@ namespace kgate::rt::numerics {
 
 namespace {
 
-constexpr std::int32_t kZeroExp = -100000;  // exponent of a zero: below every real one
+using detail::align_trunc;
+using detail::kNoExp;
 
-template <int ExpBits, int F>
-Operand decode_ieee(std::uint32_t bits) {
-  constexpr int bias = (1 << (ExpBits - 1)) - 1;
-  const std::uint32_t frac = bits & ((1u << F) - 1u);
-  const std::uint32_t ef = (bits >> F) & ((1u << ExpBits) - 1u);
-  const bool neg = (bits >> (F + ExpBits)) & 1u;
-  if (ef == (1u << ExpBits) - 1u) return Operand{neg ? -1 : 1, 0, frac ? 2 : 1};
-  std::int32_t m, e;
-  if (ef == 0) {
-    m = static_cast<std::int32_t>(frac);
-    e = frac ? 1 - bias : kZeroExp;
-  } else {
-    m = static_cast<std::int32_t>(frac | (1u << F));
-    e = static_cast<std::int32_t>(ef) - bias;
-  }
-  return Operand{neg ? -m : m, e, 0};
-}
-
-std::uint32_t bits_of(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 float float_of(std::uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
@@ -52,11 +30,6 @@ double pow2(int k) {
   return d;
 }
 
-// |x| * 2^sh, cut toward zero (sh may be negative).
-inline std::int64_t shift_trunc(std::int64_t mag, int sh) {
-  if (sh >= 0) return mag << sh;
-  return -sh >= 63 ? 0 : mag >> -sh;
-}
 // x * 2^sh rounded toward minus infinity (x signed).
 inline std::int64_t shift_floor(std::int64_t x, int sh) {
   if (sh >= 0) return x * (std::int64_t{1} << sh);
@@ -89,45 +62,53 @@ bool any_special(const Operand* a, const Operand* b, int k, const Operand& c) {
 
 constexpr float kInf = INFINITY;
 
-// One cdna3 group (see the header): n <= 8 products and the accumulator.
-float cdna3_group(const Operand* a, const Operand* b, int n, int F, float c) {
-  std::int32_t emax = kZeroExp * 2;
-  std::int64_t p[8];
-  std::int32_t pe[8];
-  bool p_inf = false, n_inf = false;
+}  // namespace
+
+namespace detail {
+
+float cdna3_group(const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm, const std::int32_t* be, int n,
+                  int F, float c) {
+  std::int32_t emax = kNoExp;
+  std::int32_t p[8], pe[8];
   for (int i = 0; i < n; ++i) {
-    p[i] = static_cast<std::int64_t>(a[i].m) * b[i].m;
-    pe[i] = a[i].e + b[i].e;
-    if (p[i] != 0) {
-      emax = std::max(emax, pe[i]);
-      const std::uint64_t mag = static_cast<std::uint64_t>(p[i] < 0 ? -p[i] : p[i]);
-      if (63 - __builtin_clzll(mag) + pe[i] - 2 * F >= 128) (p[i] > 0 ? p_inf : n_inf) = true;
+    p[i] = am[i] * bm[i];
+    pe[i] = p[i] != 0 ? ae[i] + be[i] : kNoExp;
+    emax = std::max(emax, pe[i]);
+  }
+  if (emax >= 126 - 2 * F) {  // a product may reach 2^128 (bf16, tf32 only)
+    bool p_inf = false, n_inf = false;
+    for (int i = 0; i < n; ++i) {
+      if (p[i] == 0) continue;
+      const auto mag = static_cast<std::uint32_t>(p[i] < 0 ? -p[i] : p[i]);
+      if (31 - __builtin_clz(mag) + pe[i] - 2 * F >= 128) (p[i] > 0 ? p_inf : n_inf) = true;
     }
+    if (p_inf || n_inf) return p_inf && n_inf ? NAN : (p_inf ? kInf : -kInf);
   }
-  if (p_inf || n_inf) return p_inf && n_inf ? NAN : (p_inf ? kInf : -kInf);
   const Operand cc = decode_f32(c);
-  if (emax == kZeroExp * 2) return cc.m == 0 ? 0.0f : c;  // no product: D = C (a zero C gives +0)
+  if (emax == kNoExp) return cc.m == 0 ? 0.0f : c;  // no product: D = C (a zero C gives +0)
   std::int64_t s = 0;
-  for (int i = 0; i < n; ++i) {
-    const std::int64_t mag = shift_trunc(p[i] < 0 ? -p[i] : p[i], 24 - 2 * F - (emax - pe[i]));
-    s += p[i] < 0 ? -mag : mag;
-  }
+  for (int i = 0; i < n; ++i) s += align_trunc(p[i], 24 - 2 * F, emax - pe[i]);
   const int top = cc.m != 0 ? std::max(emax, cc.e) : emax;
   // Units of 2^(top - 31): the group sum floored at 31 bits, C at 24 bits.
-  const std::int64_t total = shift_floor(s, 7 - (top - emax)) + (cc.m != 0 ? shift_floor(cc.m, 1 - (top - cc.e)) * 128 : 0);
+  const std::int64_t total =
+      shift_floor(s, 7 - (top - emax)) + (cc.m != 0 ? shift_floor(cc.m, 1 - (top - cc.e)) * 128 : 0);
   return static_cast<float>(static_cast<double>(total) * pow2(top - 31));
 }
 
-}  // namespace
+}  // namespace detail
 
-Operand decode_bf16(std::uint16_t bits) { return decode_ieee<8, kFracBf16>(bits); }
-Operand decode_f16(std::uint16_t bits) { return decode_ieee<5, kFracF16>(bits); }
-Operand decode_f32(float f) { return decode_ieee<8, kFracF32>(bits_of(f)); }
-Operand decode_tf32(float f) {
-  const std::uint32_t u = bits_of(f);
-  if ((u & 0x7f800000u) == 0x7f800000u) return decode_f32(f);  // Inf / NaN as they are
-  return decode_ieee<8, kFracTf32>(((u >> 31) << 18) | ((u >> 13) & 0x3ffffu));
-}
+namespace {
+// Operands as significand and exponent arrays.
+struct Soa {
+  std::int32_t m[64] = {}, e[64] = {};
+  Soa(const Operand* x, int k) {
+    for (int i = 0; i < k && i < 64; ++i) {
+      m[i] = x[i].m;
+      e[i] = x[i].e;
+    }
+  }
+};
+}  // namespace
 
 float cdna3_dot(const Operand* a, const Operand* b, int k, int group, int F, float c) {
   const Operand cc = decode_f32(c);
@@ -135,8 +116,10 @@ float cdna3_dot(const Operand* a, const Operand* b, int k, int group, int F, flo
     const int cls = special_class(a, b, k, cc);
     return cls == 0 ? float_of(0x7FC00000u) : (cls > 0 ? kInf : -kInf);
   }
+  const Soa sa(a, k), sb(b, k);
   float acc = c;
-  for (int k0 = 0; k0 < k; k0 += group) acc = cdna3_group(a + k0, b + k0, std::min(group, k - k0), F, acc);
+  for (int k0 = 0; k0 < k; k0 += group)
+    acc = detail::cdna3_group(sa.m + k0, sa.e + k0, sb.m + k0, sb.e + k0, std::min(group, k - k0), F, acc);
   return acc;
 }
 
@@ -151,44 +134,18 @@ float sm90_dot(const Operand* a, const Operand* b, int k, int F, float c, Sm90Te
     const int cls = special_class(a, b, k, cc);
     return cls == 0 ? float_of(0x7FFFFFFFu) : (cls > 0 ? kInf : -kInf);
   }
-  std::int64_t p[16];
-  std::int32_t pe[16];
-  std::int32_t emax = cc.m != 0 ? cc.e : kZeroExp * 2;
-  for (int i = 0; i < k; ++i) {
-    p[i] = static_cast<std::int64_t>(a[i].m) * b[i].m;
-    pe[i] = a[i].e + b[i].e;
-    if (p[i] != 0) emax = std::max(emax, pe[i]);
-  }
-  std::int64_t s = 0;
-  for (int i = 0; i < k; ++i) {
-    const std::int64_t mag = shift_trunc(p[i] < 0 ? -p[i] : p[i], 25 - 2 * F - (emax - pe[i]));
-    const std::int64_t t = p[i] < 0 ? -mag : mag;
-    if (terms) terms->product[i] = t;
-    s += t;
-  }
-  std::int64_t ct = 0;
-  if (cc.m != 0) {
-    const std::int64_t mag = shift_trunc(cc.m < 0 ? -cc.m : cc.m, 25 - kFracF32 - (emax - cc.e));
-    ct = cc.m < 0 ? -mag : mag;
-  }
-  s += ct;
-  if (terms) {
-    terms->max_exp = emax;
-    terms->c = ct;
-    terms->sum = s;
-  }
-  if (s == 0) return 0.0f;
-  // s * 2^(emax - 25) is exact in a double; cut it toward zero to fp32.
-  const double d = static_cast<double>(s) * pow2(emax - 25);
-  std::uint64_t u;
-  std::memcpy(&u, &d, 8);
-  const std::uint32_t sign = static_cast<std::uint32_t>(u >> 63) << 31;
-  const int ed = static_cast<int>((u >> 52) & 0x7ff) - 1023;
-  const std::uint64_t mant = (u & ((std::uint64_t{1} << 52) - 1)) | (std::uint64_t{1} << 52);
-  if (ed >= 128) return float_of(sign | 0x7f800000u);
-  if (ed >= -126) return float_of(sign | static_cast<std::uint32_t>(ed + 127) << 23 | static_cast<std::uint32_t>((mant >> 29) & 0x7fffffu));
-  const int sh = 52 - (ed + 149);  // subnormal: units of 2^-149
-  return float_of(sign | static_cast<std::uint32_t>(sh >= 64 ? 0 : mant >> sh));
+  // Zero operands past k add nothing: pad to the instruction's 8 or 16.
+  const Soa sa(a, k), sb(b, k);
+  std::int32_t emax = 0;
+  std::int64_t s;
+  if (F == kFracBf16)
+    s = k <= 8 ? detail::sm90_sum<8, kFracBf16>(sa.m, sa.e, sb.m, sb.e, cc.m, cc.e, &emax, terms)
+               : detail::sm90_sum<16, kFracBf16>(sa.m, sa.e, sb.m, sb.e, cc.m, cc.e, &emax, terms);
+  else
+    s = k <= 8 ? detail::sm90_sum<8, kFracF16>(sa.m, sa.e, sb.m, sb.e, cc.m, cc.e, &emax, terms)
+               : detail::sm90_sum<16, kFracF16>(sa.m, sa.e, sb.m, sb.e, cc.m, cc.e, &emax, terms);
+  if (terms) terms->k = k <= 8 ? 8 : 16;
+  return s == 0 ? 0.0f : detail::sm90_round(s, emax);
 }
 
 namespace {

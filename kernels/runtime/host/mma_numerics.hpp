@@ -36,7 +36,7 @@
 
 #include <cstdint>
 
-#include "kernels/runtime/common.hpp"
+#include "kernels/runtime/common.hpp"  // MfmaModel, MmaType; reference/dtype.hpp: bit_cast
 
 namespace kgate::rt::numerics {
 
@@ -52,10 +52,31 @@ struct Operand {
 // Fraction bits of the operand formats (tf32: xf32's operands).
 inline constexpr int kFracBf16 = 7, kFracF16 = 10, kFracTf32 = 10, kFracF32 = 23;
 
-Operand decode_bf16(std::uint16_t bits);
-Operand decode_f16(std::uint16_t bits);
-Operand decode_tf32(float f);  // truncated to tf32 first
-Operand decode_f32(float f);
+namespace detail {
+inline constexpr std::int32_t kZeroExp = -100000;  // the exponent of a zero operand: below every real one
+
+template <int ExpBits, int F>
+inline Operand decode_ieee(std::uint32_t bits) {
+  constexpr int bias = (1 << (ExpBits - 1)) - 1;
+  const std::uint32_t frac = bits & ((1u << F) - 1u);
+  const std::uint32_t ef = (bits >> F) & ((1u << ExpBits) - 1u);
+  const bool neg = (bits >> (F + ExpBits)) & 1u;
+  if (ef == (1u << ExpBits) - 1u) return Operand{neg ? -1 : 1, 0, frac ? 2 : 1};
+  const std::int32_t m = static_cast<std::int32_t>(ef == 0 ? frac : frac | (1u << F));
+  const std::int32_t e = ef == 0 ? (frac ? 1 - bias : kZeroExp) : static_cast<std::int32_t>(ef) - bias;
+  return Operand{neg ? -m : m, e, 0};
+}
+}  // namespace detail
+
+inline Operand decode_bf16(std::uint16_t bits) { return detail::decode_ieee<8, kFracBf16>(bits); }
+inline Operand decode_f16(std::uint16_t bits) { return detail::decode_ieee<5, kFracF16>(bits); }
+inline Operand decode_f32(float f) { return detail::decode_ieee<8, kFracF32>(kgate::bit_cast<std::uint32_t>(f)); }
+// Truncated to tf32 first; Inf and NaN as they are.
+inline Operand decode_tf32(float f) {
+  const auto u = kgate::bit_cast<std::uint32_t>(f);
+  if ((u & 0x7f800000u) == 0x7f800000u) return decode_f32(f);
+  return detail::decode_ieee<8, kFracTf32>(((u >> 31) << 18) | ((u >> 13) & 0x3ffffu));
+}
 
 // The intermediate terms of one sm90 instruction (for mismatch reports).
 struct Sm90Terms {
@@ -75,6 +96,79 @@ float sm90_dot(const Operand* a, const Operand* b, int k, int F, float c, Sm90Te
 float exact_dot(const Operand* a, const Operand* b, int k, int F, float c);
 // cdna3 f32: fmaf chained in increasing k.
 float fma_chain(const float* a, const float* b, int k, float c);
+
+// ---------------------------------------------------------------------------
+// The finite fast paths, inline so that the emulator's loops (host/mfma.cpp)
+// get constant trip counts. Operands as separate significand and exponent
+// arrays; every operand and C finite (the callers check). The scalar
+// functions above use the same code.
+namespace detail {
+
+inline constexpr std::int32_t kNoExp = -200000;  // the exponent of a zero product
+
+// x * 2^(base - d) cut toward zero (base, d >= 0), branch-free: the
+// alignment distance d is data, and a branch on it mispredicts.
+inline std::int64_t align_trunc(std::int64_t x, int base, int d) {
+  const std::int64_t mag = (x < 0 ? -x : x) << base;
+  const std::int64_t t = mag >> (d < 63 ? d : 63);
+  return x < 0 ? -t : t;
+}
+
+// sm90: sum_k a*b + c (c = cm * 2^(ce - 23), cm == 0 for a zero), cut
+// toward zero to fp32. Returns the exact sum s in units of 2^(*emax - 25).
+template <int K, int F>
+inline std::int64_t sm90_sum(const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm,
+                             const std::int32_t* be, std::int32_t cm, std::int32_t ce, std::int32_t* emax_out,
+                             Sm90Terms* terms = nullptr) {
+  std::int32_t p[K], pe[K];
+  std::int32_t emax = cm != 0 ? ce : kNoExp;
+  for (int i = 0; i < K; ++i) {
+    p[i] = am[i] * bm[i];  // <= 22 bits
+    pe[i] = p[i] != 0 ? ae[i] + be[i] : kNoExp;
+    emax = pe[i] > emax ? pe[i] : emax;
+  }
+  const std::int64_t ct = cm != 0 ? align_trunc(cm, 25 - 23, emax - ce) : 0;
+  std::int64_t s = ct;
+  for (int i = 0; i < K; ++i) s += align_trunc(p[i], 25 - 2 * F, emax - pe[i]);
+  if (terms) {
+    for (int i = 0; i < K; ++i) terms->product[i] = align_trunc(p[i], 25 - 2 * F, emax - pe[i]);
+    terms->max_exp = emax;
+    terms->c = ct;
+    terms->sum = s;
+  }
+  *emax_out = emax;
+  return s;
+}
+
+// s * 2^(e - 25), normalised and cut toward zero to fp32 (s * 2^(e-25) is
+// exact in a double; subnormal results kept; 2^128 and beyond: Inf).
+inline float sm90_round(std::int64_t s, std::int32_t e) {
+  const auto scale = kgate::bit_cast<double>(static_cast<std::uint64_t>(e - 25 + 1023) << 52);  // 2^(e-25)
+  const auto u = kgate::bit_cast<std::uint64_t>(static_cast<double>(s) * scale);
+  const std::uint32_t sign = static_cast<std::uint32_t>(u >> 63) << 31;
+  const int ed = static_cast<int>((u >> 52) & 0x7ff) - 1023;
+  const std::uint64_t mant = (u & ((std::uint64_t{1} << 52) - 1)) | (std::uint64_t{1} << 52);
+  if (ed >= 128) return kgate::bit_cast<float>(sign | 0x7f800000u);
+  if (ed >= -126)
+    return kgate::bit_cast<float>(sign | static_cast<std::uint32_t>(ed + 127) << 23 |
+                                  static_cast<std::uint32_t>((mant >> 29) & 0x7fffffu));
+  const int sh = 52 - (ed + 149);  // subnormal: units of 2^-149
+  return kgate::bit_cast<float>(sign | static_cast<std::uint32_t>(sh >= 64 ? 0 : mant >> sh));
+}
+
+// One cdna3 group of N products and the accumulator c (finite).
+float cdna3_group(const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm, const std::int32_t* be, int n,
+                  int F, float c);
+
+}  // namespace detail
+
+template <int K, int F>
+inline float sm90_finite(const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm, const std::int32_t* be,
+                         const Operand& c) {
+  std::int32_t emax;
+  const std::int64_t s = detail::sm90_sum<K, F>(am, ae, bm, be, c.m, c.e, &emax);
+  return s == 0 ? 0.0f : detail::sm90_round(s, emax);
+}
 
 // Convenience for raw bit patterns (tests, the CUDA driver): k bf16 or f16
 // values each.
