@@ -276,14 +276,49 @@ inline constexpr bool available = backend == Backend::host ||
 // atom's origin; anything convertible to operand_t (an LDS element, a
 // global load, a register) works.
 
+namespace detail {
+enum Operand { opA, opB, opC };
+template <class Atom, int Op>
+KGATE_HD constexpr layout layout_of() {
+  return Op == opA ? Atom::a() : Op == opB ? Atom::b() : Atom::c();
+}
+#if !defined(__HIP__) && !defined(__CUDACC__)
+// The host evaluates a layout once per atom into a (lane, reg) table; the
+// GPUs fold the XORs of the unrolled register loop instead.
+template <class Atom, int Op>
+struct coord_table {
+  static constexpr layout L = layout_of<Atom, Op>();
+  struct table {
+    coord v[1 << (layout_of<Atom, Op>().reg_bits + layout_of<Atom, Op>().lane_bits)];
+  };
+  static constexpr table make() {
+    table t{};
+    for (int l = 0; l < L.lanes(); ++l)
+      for (int r = 0; r < L.regs(); ++r) t.v[l * L.regs() + r] = L(l, r);
+    return t;
+  }
+  static constexpr table value = make();
+};
+#endif
+// The (row, col) of register r of this lane.
+template <class Atom, int Op>
+KGATE_HD inline coord at(int lane, int r) {
+#if !defined(__HIP__) && !defined(__CUDACC__)
+  return coord_table<Atom, Op>::value.v[lane * layout_of<Atom, Op>().regs() + r];
+#else
+  constexpr layout L = layout_of<Atom, Op>();
+  return L(lane, r);
+#endif
+}
+}  // namespace detail
+
 template <class Atom, class F>
 KGATE_DEVICE a_frag<Atom> load_a(F&& at) {
-  constexpr layout L = Atom::a();
   const int lane = lane_id() % Atom::lanes;
   a_frag<Atom> f;
   KGATE_MMA_UNROLL
-  for (int r = 0; r < L.regs(); ++r) {
-    const coord x = L(lane, r);
+  for (int r = 0; r < Atom::a().regs(); ++r) {
+    const coord x = detail::at<Atom, detail::opA>(lane, r);
     f[r] = static_cast<operand_t<Atom>>(at(x.row, x.col));
   }
   return f;
@@ -291,12 +326,11 @@ KGATE_DEVICE a_frag<Atom> load_a(F&& at) {
 
 template <class Atom, class F>
 KGATE_DEVICE b_frag<Atom> load_b(F&& at) {
-  constexpr layout L = Atom::b();
   const int lane = lane_id() % Atom::lanes;
   b_frag<Atom> f;
   KGATE_MMA_UNROLL
-  for (int r = 0; r < L.regs(); ++r) {
-    const coord x = L(lane, r);
+  for (int r = 0; r < Atom::b().regs(); ++r) {
+    const coord x = detail::at<Atom, detail::opB>(lane, r);
     f[r] = static_cast<operand_t<Atom>>(at(x.row, x.col));
   }
   return f;
@@ -312,12 +346,11 @@ KGATE_DEVICE c_frag<Atom> zero_c() {
 
 template <class Atom, class F>
 KGATE_DEVICE c_frag<Atom> load_c(F&& at) {
-  constexpr layout L = Atom::c();
   const int lane = lane_id() % Atom::lanes;
   c_frag<Atom> f;
   KGATE_MMA_UNROLL
-  for (int r = 0; r < L.regs(); ++r) {
-    const coord x = L(lane, r);
+  for (int r = 0; r < Atom::c().regs(); ++r) {
+    const coord x = detail::at<Atom, detail::opC>(lane, r);
     f[r] = static_cast<float>(at(x.row, x.col));
   }
   return f;
@@ -326,11 +359,10 @@ KGATE_DEVICE c_frag<Atom> load_c(F&& at) {
 // Calls f(row, col, value) for every accumulator element this lane holds.
 template <class Atom, class F>
 KGATE_DEVICE void visit_c(const c_frag<Atom>& c, F&& f) {
-  constexpr layout L = Atom::c();
   const int lane = lane_id() % Atom::lanes;
   KGATE_MMA_UNROLL
-  for (int r = 0; r < L.regs(); ++r) {
-    const coord x = L(lane, r);
+  for (int r = 0; r < Atom::c().regs(); ++r) {
+    const coord x = detail::at<Atom, detail::opC>(lane, r);
     f(x.row, x.col, c[r]);
   }
 }

@@ -7,7 +7,6 @@
 // configured target must be the atom's, and every lane takes part (on the
 // device inactive lanes still execute the instruction with whatever their
 // registers hold; a kernel that relies on that is not portable).
-#include <array>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -20,15 +19,6 @@ namespace kgate::rt::host::detail {
 namespace {
 
 namespace nm = kgate::rt::numerics;
-
-// (lane, reg) -> (row, col) of a layout as a flat table, lane-major.
-template <int Lanes, int Regs>
-constexpr std::array<mma::coord, Lanes * Regs> flatten(const mma::layout& L) {
-  std::array<mma::coord, Lanes * Regs> t{};
-  for (int l = 0; l < Lanes; ++l)
-    for (int r = 0; r < Regs; ++r) t[l * Regs + r] = L(l, r);
-  return t;
-}
 
 template <class Atom>
 nm::Operand decode(const unsigned char* p, int r, MfmaModel model) {
@@ -76,9 +66,9 @@ void exec_atom(const WaveGroup& g) {
     std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(g.active));
     misuse(Atom::name, "all " + std::to_string(lanes) + " lanes must take part (active lanes " + buf + ")");
   }
-  static constexpr auto amap = flatten<lanes, ra>(Atom::a());
-  static constexpr auto bmap = flatten<lanes, rb>(Atom::b());
-  static constexpr auto cmap = flatten<lanes, rc>(Atom::c());
+  const mma::coord* amap = mma::detail::coord_table<Atom, mma::detail::opA>::value.v;  // lane-major
+  const mma::coord* bmap = mma::detail::coord_table<Atom, mma::detail::opB>::value.v;
+  const mma::coord* cmap = mma::detail::coord_table<Atom, mma::detail::opC>::value.v;
   const MfmaModel model = g.mfma;
   constexpr bool is_f32 = Atom::type == MmaType::f32;
   // Operands as decoded structs (the general paths) and as significand /
@@ -139,7 +129,7 @@ void exec_atom(const WaveGroup& g) {
         } else {
           float acc = C[i][j];
           for (int k0 = 0; k0 < K; k0 += group)
-            acc = nm::detail::cdna3_group(Am[i] + k0, Ae[i] + k0, Bm[j] + k0, Be[j] + k0, group, F, acc);
+            acc = nm::detail::cdna3_group<group, F>(Am[i] + k0, Ae[i] + k0, Bm[j] + k0, Be[j] + k0, acc);
           D[i][j] = acc;
         }
       }

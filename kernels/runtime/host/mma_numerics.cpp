@@ -22,20 +22,6 @@ float float_of(std::uint32_t u) {
   std::memcpy(&f, &u, 4);
   return f;
 }
-// 2^k as a double, for k in the normal range.
-double pow2(int k) {
-  const std::uint64_t u = static_cast<std::uint64_t>(k + 1023) << 52;
-  double d;
-  std::memcpy(&d, &u, 8);
-  return d;
-}
-
-// x * 2^sh rounded toward minus infinity (x signed).
-inline std::int64_t shift_floor(std::int64_t x, int sh) {
-  if (sh >= 0) return x * (std::int64_t{1} << sh);
-  return x >> std::min(-sh, 63);
-}
-
 // The IEEE class of sum_k a[k] * b[k] + c when some input is not finite:
 // NaN for a NaN, Inf * 0, or Infs of both signs; else the Inf's sign.
 // Returns 0 for NaN, +1 / -1 for +-Inf.
@@ -66,41 +52,12 @@ constexpr float kInf = INFINITY;
 
 namespace detail {
 
-float cdna3_group(const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm, const std::int32_t* be, int n,
-                  int F, float c) {
-  std::int32_t emax = kNoExp;
-  std::int32_t p[8], pe[8];
-  for (int i = 0; i < n; ++i) {
-    p[i] = am[i] * bm[i];
-    pe[i] = p[i] != 0 ? ae[i] + be[i] : kNoExp;
-    emax = std::max(emax, pe[i]);
-  }
-  if (emax >= 126 - 2 * F) {  // a product may reach 2^128 (bf16, tf32 only)
-    bool p_inf = false, n_inf = false;
-    for (int i = 0; i < n; ++i) {
-      if (p[i] == 0) continue;
-      const auto mag = static_cast<std::uint32_t>(p[i] < 0 ? -p[i] : p[i]);
-      if (31 - __builtin_clz(mag) + pe[i] - 2 * F >= 128) (p[i] > 0 ? p_inf : n_inf) = true;
-    }
-    if (p_inf || n_inf) return p_inf && n_inf ? NAN : (p_inf ? kInf : -kInf);
-  }
-  const Operand cc = decode_f32(c);
-  if (emax == kNoExp) return cc.m == 0 ? 0.0f : c;  // no product: D = C (a zero C gives +0)
-  std::int64_t s = 0;
-  for (int i = 0; i < n; ++i) s += align_trunc(p[i], 24 - 2 * F, emax - pe[i]);
-  const int top = cc.m != 0 ? std::max(emax, cc.e) : emax;
-  // Units of 2^(top - 31): the group sum floored at 31 bits, C at 24 bits.
-  const std::int64_t total =
-      shift_floor(s, 7 - (top - emax)) + (cc.m != 0 ? shift_floor(cc.m, 1 - (top - cc.e)) * 128 : 0);
-  return static_cast<float>(static_cast<double>(total) * pow2(top - 31));
-}
-
 }  // namespace detail
 
 namespace {
 // Operands as significand and exponent arrays.
 struct Soa {
-  std::int32_t m[64] = {}, e[64] = {};
+  std::int32_t m[72] = {}, e[72] = {};
   Soa(const Operand* x, int k) {
     for (int i = 0; i < k && i < 64; ++i) {
       m[i] = x[i].m;
@@ -116,10 +73,17 @@ float cdna3_dot(const Operand* a, const Operand* b, int k, int group, int F, flo
     const int cls = special_class(a, b, k, cc);
     return cls == 0 ? float_of(0x7FC00000u) : (cls > 0 ? kInf : -kInf);
   }
+  // Zero operands past k add nothing: the last group is padded.
   const Soa sa(a, k), sb(b, k);
   float acc = c;
-  for (int k0 = 0; k0 < k; k0 += group)
-    acc = detail::cdna3_group(sa.m + k0, sa.e + k0, sb.m + k0, sb.e + k0, std::min(group, k - k0), F, acc);
+  for (int k0 = 0; k0 < k; k0 += group) {
+    if (group == 4)
+      acc = detail::cdna3_group<4, kFracTf32>(sa.m + k0, sa.e + k0, sb.m + k0, sb.e + k0, acc);
+    else if (F == kFracBf16)
+      acc = detail::cdna3_group<8, kFracBf16>(sa.m + k0, sa.e + k0, sb.m + k0, sb.e + k0, acc);
+    else
+      acc = detail::cdna3_group<8, kFracF16>(sa.m + k0, sa.e + k0, sb.m + k0, sb.e + k0, acc);
+  }
   return acc;
 }
 

@@ -156,9 +156,45 @@ inline float sm90_round(std::int64_t s, std::int32_t e) {
   return kgate::bit_cast<float>(sign | static_cast<std::uint32_t>(sh >= 64 ? 0 : mant >> sh));
 }
 
-// One cdna3 group of N products and the accumulator c (finite).
-float cdna3_group(const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm, const std::int32_t* be, int n,
-                  int F, float c);
+// x * 2^sh rounded toward minus infinity (x signed).
+inline std::int64_t shift_floor(std::int64_t x, int sh) {
+  if (sh >= 0) return x * (std::int64_t{1} << sh);
+  return x >> (-sh < 63 ? -sh : 63);
+}
+
+// One cdna3 group of N products and the accumulator c (every input finite).
+template <int N, int F>
+inline float cdna3_group(const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm, const std::int32_t* be,
+                         float c) {
+  std::int32_t p[N], pe[N];
+  std::int32_t emax = kNoExp;
+  for (int i = 0; i < N; ++i) {
+    p[i] = am[i] * bm[i];
+    pe[i] = p[i] != 0 ? ae[i] + be[i] : kNoExp;
+    emax = pe[i] > emax ? pe[i] : emax;
+  }
+  if (emax >= 126 - 2 * F) {  // a product may reach 2^128 (bf16, tf32 only): +-Inf, NaN for both signs
+    bool p_inf = false, n_inf = false;
+    for (int i = 0; i < N; ++i) {
+      if (p[i] == 0) continue;
+      const auto mag = static_cast<std::uint32_t>(p[i] < 0 ? -p[i] : p[i]);
+      if (31 - __builtin_clz(mag) + pe[i] - 2 * F >= 128) (p[i] > 0 ? p_inf : n_inf) = true;
+    }
+    if (p_inf && n_inf) return kgate::bit_cast<float>(0x7FC00000u);
+    if (p_inf || n_inf) return kgate::bit_cast<float>(p_inf ? 0x7f800000u : 0xff800000u);
+  }
+  const Operand cc = decode_f32(c);
+  if (emax == kNoExp) return cc.m == 0 ? 0.0f : c;  // no product: D = C (a zero C gives +0)
+  std::int64_t s = 0;
+  for (int i = 0; i < N; ++i) s += align_trunc(p[i], 24 - 2 * F, emax - pe[i]);
+  const int top = cc.m != 0 && cc.e > emax ? cc.e : emax;
+  // Units of 2^(top - 31): the group sum floored at 31 bits, C at 24 bits.
+  const std::int64_t total =
+      shift_floor(s, 7 - (top - emax)) + (cc.m != 0 ? shift_floor(cc.m, 1 - (top - cc.e)) * 128 : 0);
+  // Exact in a double; one round-to-nearest-even to fp32.
+  const auto scale = kgate::bit_cast<double>(static_cast<std::uint64_t>(top - 31 + 1023) << 52);
+  return static_cast<float>(static_cast<double>(total) * scale);
+}
 
 }  // namespace detail
 
