@@ -171,6 +171,9 @@ rt::LaunchConfig config(std::int64_t x, std::int64_t y = 1, std::int64_t z = 1) 
 
 }  // namespace
 
+cv::Geom conv_device_geom(const ConvProblem& p) { return shape_of(p).g; }
+std::int64_t conv_wgrad_splits(const ConvProblem& p) { return shape_of(p).splits; }
+
 Support conv_supported(const ConvProblem& p) {
   if (!supported_pair(p.src, p.dst))
     return {false, "dtype pair " + std::string(name(p.src)) + " -> " + std::string(name(p.dst)) +
