@@ -142,14 +142,9 @@ const char* main_kernel(const Shape& s) {
   return "?";
 }
 
-bool supported_pair(DType src, DType dst) {
-  if (src == DType::fp64 || dst == DType::fp64) return false;
-  return dst == DType::fp32 || dst == src;
-}
-
 // f.template operator()<Tin, Tout>() for the problem's dtypes.
 template <class F>
-void with_types(DType src, DType dst, F&& f) {
+void with_conv_types(DType src, DType dst, F&& f) {
   auto by_out = [&](auto tin) {
     using Tin = decltype(tin);
     if (dst == DType::fp32) f.template operator()<Tin, float>();
@@ -162,7 +157,7 @@ void with_types(DType src, DType dst, F&& f) {
   }
 }
 
-rt::LaunchConfig config(std::int64_t x, std::int64_t y = 1, std::int64_t z = 1) {
+rt::LaunchConfig conv_config(std::int64_t x, std::int64_t y = 1, std::int64_t z = 1) {
   rt::LaunchConfig c;
   c.grid = rt::dim3(static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z));
   c.block = rt::dim3(cv::kThreads);
@@ -267,17 +262,17 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
     if (dbias) rt::device_memset(dbias->data(), 0xff, static_cast<std::size_t>(p.cout) * size_of(p.dst));
   }
   auto launch_all = [&](auto&& mark) {
-    with_types(p.src, p.dst, [&]<class Tin, class Tout>() {
+    with_conv_types(p.src, p.dst, [&]<class Tin, class Tout>() {
       switch (s.dp.kind) {
         case Kind::contract: {
           const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
-          KGATE_LAUNCH((cv::conv_contract<Tin, Tout>), config(s.main_grid[0], s.main_grid[1]), args);
+          KGATE_LAUNCH((cv::conv_contract<Tin, Tout>), conv_config(s.main_grid[0], s.main_grid[1]), args);
           mark();
           break;
         }
         case Kind::scatter: {
           const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
-          const auto cfg = config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
+          const auto cfg = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
           if (s.one_tap) KGATE_LAUNCH((cv::conv_scatter<Tin, Tout, true>), cfg, args);
           else KGATE_LAUNCH((cv::conv_scatter<Tin, Tout, false>), cfg, args);
           mark();
@@ -286,19 +281,19 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
         case Kind::wgrad: {
           float* part = ws.as<float>();
           const cv::WgradArgs wa{s.g, a.data(), b.data(), part, s.bn, s.slice};
-          KGATE_LAUNCH((cv::conv_wgrad<Tin>), config(s.main_grid[0], s.main_grid[1], s.main_grid[2]), wa);
+          KGATE_LAUNCH((cv::conv_wgrad<Tin>), conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]), wa);
           mark();
           const cv::TreeArgs ta{part, s.dw_numel, s.splits, out.data()};
-          KGATE_LAUNCH((cv::conv_tree<Tout>), config(cv::ceil_div(s.dw_numel, cv::kThreads)), ta);
+          KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::ceil_div(s.dw_numel, cv::kThreads)), ta);
           mark();
           if (s.dp.db) {
             float* dpart = part + s.splits * s.dw_numel;
             const void* dy = s.dp.dy_is_small ? a.data() : b.data();
             const cv::ColsumArgs ca{dy, s.db_rows, p.cout, s.db_slice, dpart};
-            KGATE_LAUNCH((cv::conv_colsum<Tin>), config(cv::ceil_div(p.cout, cv::kThreads), s.db_splits), ca);
+            KGATE_LAUNCH((cv::conv_colsum<Tin>), conv_config(cv::ceil_div(p.cout, cv::kThreads), s.db_splits), ca);
             mark();
             const cv::TreeArgs tb{dpart, p.cout, s.db_splits, dbias->data()};
-            KGATE_LAUNCH((cv::conv_tree<Tout>), config(cv::ceil_div(p.cout, cv::kThreads)), tb);
+            KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::ceil_div(p.cout, cv::kThreads)), tb);
             mark();
           }
           break;
