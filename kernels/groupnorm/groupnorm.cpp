@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/groupnorm/gn_kernels.hpp"
+#include "kernels/driver.hpp"
 #include "kernels/runtime/runtime.hpp"
 
 namespace kgate::kernels {
@@ -45,11 +46,6 @@ gn::Geometry geometry(const GroupNormProblem& p) {
   return g;
 }
 
-bool supported_pair(DType src, DType dst) {
-  if (src == DType::fp64 || dst == DType::fp64) return false;
-  return dst == DType::fp32 || dst == src;
-}
-
 template <class F>
 void with_types(DType src, DType dst, int v, F&& f) {
   auto by_v = [&](auto tin, auto tout) {
@@ -76,62 +72,11 @@ void with_types(DType src, DType dst, int v, F&& f) {
   }
 }
 
-// A device copy of a host tensor (or of uninitialised output storage).
-struct DeviceTensor {
-  rt::DeviceBuffer<std::byte> buf;
-  explicit DeviceTensor(std::size_t bytes) : buf(bytes == 0 ? 1 : bytes) {}
-  DeviceTensor(const Tensor& t) : buf(t.nbytes() == 0 ? 1 : static_cast<std::size_t>(t.nbytes())) {
-    rt::copy_h2d(buf.data(), t.data(), static_cast<std::size_t>(t.nbytes()));
-  }
-  void* data() const { return buf.data(); }
-  template <class T> T* as() const { return reinterpret_cast<T*>(buf.data()); }
-};
-
-const Tensor& input(const std::map<Role, const Tensor*>& in, Role r) {
-  auto it = in.find(r);
-  if (it == in.end() || !it->second) throw std::invalid_argument("groupnorm: missing input " + std::string(name(r)));
-  return *it->second;
-}
-
-Tensor download(const DeviceTensor& d, DType t, const Dims& dims) {
-  Tensor out(t, dims);
-  rt::copy_d2h(out.data(), d.data(), static_cast<std::size_t>(out.nbytes()));
-  return out;
-}
-
 rt::LaunchConfig config(std::uint32_t gx, std::uint32_t gy) {
   rt::LaunchConfig c;
   c.grid = rt::dim3(gx, gy);
   c.block = rt::dim3(gn::kThreads);
   return c;
-}
-
-// Times opt.timing_iters more runs of a launch sequence (see RunOptions).
-// launch_all(mark) calls mark() after each step's launch.
-template <class F>
-void time_sequence(F&& launch_all, const RunOptions& opt) {
-  if (!opt.kernel_ms || opt.timing_iters < 1) return;
-  rt::Event start, stop;
-  start.record();
-  for (int i = 0; i < opt.timing_iters; ++i) launch_all([] {});
-  stop.record();
-  stop.synchronize();
-  *opt.kernel_ms = static_cast<double>(rt::elapsed_ms(start, stop)) / opt.timing_iters;
-  if (!opt.step_ms) return;
-  opt.step_ms->clear();
-  for (int i = 0; i < opt.timing_iters; ++i) {
-    std::vector<std::unique_ptr<rt::Event>> ev;
-    ev.push_back(std::make_unique<rt::Event>());
-    ev.back()->record();
-    launch_all([&] {
-      ev.push_back(std::make_unique<rt::Event>());
-      ev.back()->record();
-    });
-    ev.back()->synchronize();
-    opt.step_ms->resize(ev.size() - 1, 0.0);
-    for (std::size_t k = 0; k + 1 < ev.size(); ++k)
-      (*opt.step_ms)[k] += static_cast<double>(rt::elapsed_ms(*ev[k], *ev[k + 1])) / opt.timing_iters;
-  }
 }
 
 }  // namespace
@@ -211,12 +156,12 @@ std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan
   if (!(plan == groupnorm_plan(p))) throw std::invalid_argument("groupnorm: plan does not belong to this problem");
   const gn::Geometry g = geometry(p);
   const Dims xd = p.x_dims();
-  const Tensor& x = input(in, Role::x);
+  const Tensor& x = input("groupnorm", in, Role::x);
   DeviceTensor dx_in(x);
   std::unique_ptr<DeviceTensor> gamma, beta;
   if (p.affine) {
-    gamma = std::make_unique<DeviceTensor>(input(in, Role::gamma));
-    beta = std::make_unique<DeviceTensor>(input(in, Role::beta));
+    gamma = std::make_unique<DeviceTensor>(input("groupnorm", in, Role::gamma));
+    beta = std::make_unique<DeviceTensor>(input("groupnorm", in, Role::beta));
   }
   auto prefill = [&](const DeviceTensor& d, std::size_t bytes) {
     if (opt.prefill_nan) rt::device_memset(d.data(), 0xff, bytes);
@@ -254,7 +199,7 @@ std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan
     return out;
   }
 
-  DeviceTensor dy(input(in, Role::dy)), mean(input(in, Role::mean)), rstd(input(in, Role::rstd));
+  DeviceTensor dy(input("groupnorm", in, Role::dy)), mean(input("groupnorm", in, Role::mean)), rstd(input("groupnorm", in, Role::rstd));
   const std::size_t dx_bytes = static_cast<std::size_t>(x.numel()) * size_of(p.src);
   const std::size_t c_bytes = static_cast<std::size_t>(p.c * 4);
   DeviceTensor dxo(dx_bytes), dgamma(c_bytes), dbeta(c_bytes), ws(plan.workspace_bytes);
