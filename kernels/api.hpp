@@ -54,6 +54,9 @@ struct RunOptions {
   // Fill outputs and workspaces with NaN before the run (determinism tests:
   // the result must not depend on what memory held).
   bool prefill_nan = false;
+  // The byte prefill_nan writes: 0xff is a NaN in every floating dtype; the
+  // determinism audit also uses a finite garbage pattern.
+  unsigned char prefill_byte = 0xff;
   // When set: the plan's launch sequence runs `timing_iters` more times
   // between two events after the checked run, and the mean time of one
   // sequence (kernels only, no copies) is stored here.

@@ -17,6 +17,7 @@
 #include "kernels/api.hpp"
 #include "oracles/oracle.hpp"
 #include "reference/conv3d/ref.hpp"
+#include "tools/audit_cmd.hpp"
 #include "tools/bitwise_cmd.hpp"
 #include "tools/gate.hpp"
 #include "tools/verify.hpp"
@@ -159,6 +160,11 @@ int main(int argc, char** argv) {
   auto* verify = app.add_subcommand("verify", "Run the gate over the corpus");
   add_verify_options(*verify, vopt);
 
+  AuditCli acli;
+  acli.selection.corpus = corpus_path;
+  acli.bitwise = bitwise_path;
+  auto* audit = add_audit_command(app, acli);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -174,6 +180,7 @@ int main(int argc, char** argv) {
     if (*check_cmd) return cmd_check(descriptor, check_fill, seed, backend, repeats);
     if (*ref_cmd) return cmd_ref(descriptor, inputs_dir, impl, out);
     if (*verify) return run_verify(vopt);
+    if (*audit) return run_audit_command(acli);
   } catch (const InputError& e) {
     std::cerr << "kgate: error: " << e.what() << "\n";
     return 2;
