@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -65,6 +66,11 @@ struct RunOptions {
   // When set (with kernel_ms): the mean time of each plan step over
   // `timing_iters` further runs, events recorded between the steps.
   std::vector<double>* step_ms = nullptr;
+  // When set (with kernel_ms): called before each timed sequence, outside
+  // the timed region (the benchmark's L2 flush); each sequence is then timed
+  // between its own pair of events. kernels/timing.hpp implements all of
+  // the timing options for every kernel.
+  std::function<void()> before_each;
 };
 
 // Operator-directions with a production kernel in this build.

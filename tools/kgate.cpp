@@ -18,6 +18,7 @@
 #include "oracles/oracle.hpp"
 #include "reference/conv3d/ref.hpp"
 #include "tools/audit_cmd.hpp"
+#include "tools/bench_cmd.hpp"
 #include "tools/bitwise_cmd.hpp"
 #include "tools/gate.hpp"
 #include "tools/verify.hpp"
@@ -165,6 +166,11 @@ int main(int argc, char** argv) {
   acli.bitwise = bitwise_path;
   auto* audit = add_audit_command(app, acli);
 
+  BenchCli bcli;
+  bcli.selection.corpus = corpus_path;
+  bcli.torch_driver = std::string(KGATE_SOURCE_DIR) + "/tools/bench_torch.py";
+  auto* bench = add_bench_command(app, bcli);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -181,6 +187,7 @@ int main(int argc, char** argv) {
     if (*ref_cmd) return cmd_ref(descriptor, inputs_dir, impl, out);
     if (*verify) return run_verify(vopt);
     if (*audit) return run_audit_command(acli);
+    if (*bench) return run_bench_command(bcli);
   } catch (const InputError& e) {
     std::cerr << "kgate: error: " << e.what() << "\n";
     return 2;

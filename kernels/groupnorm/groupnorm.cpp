@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/groupnorm/gn_kernels.hpp"
+#include "kernels/timing.hpp"
 #include "kernels/runtime/runtime.hpp"
 
 namespace kgate::kernels {
@@ -104,34 +105,6 @@ rt::LaunchConfig config(std::uint32_t gx, std::uint32_t gy) {
   c.grid = rt::dim3(gx, gy);
   c.block = rt::dim3(gn::kThreads);
   return c;
-}
-
-// Times opt.timing_iters more runs of a launch sequence (see RunOptions).
-// launch_all(mark) calls mark() after each step's launch.
-template <class F>
-void time_sequence(F&& launch_all, const RunOptions& opt) {
-  if (!opt.kernel_ms || opt.timing_iters < 1) return;
-  rt::Event start, stop;
-  start.record();
-  for (int i = 0; i < opt.timing_iters; ++i) launch_all([] {});
-  stop.record();
-  stop.synchronize();
-  *opt.kernel_ms = static_cast<double>(rt::elapsed_ms(start, stop)) / opt.timing_iters;
-  if (!opt.step_ms) return;
-  opt.step_ms->clear();
-  for (int i = 0; i < opt.timing_iters; ++i) {
-    std::vector<std::unique_ptr<rt::Event>> ev;
-    ev.push_back(std::make_unique<rt::Event>());
-    ev.back()->record();
-    launch_all([&] {
-      ev.push_back(std::make_unique<rt::Event>());
-      ev.back()->record();
-    });
-    ev.back()->synchronize();
-    opt.step_ms->resize(ev.size() - 1, 0.0);
-    for (std::size_t k = 0; k + 1 < ev.size(); ++k)
-      (*opt.step_ms)[k] += static_cast<double>(rt::elapsed_ms(*ev[k], *ev[k + 1])) / opt.timing_iters;
-  }
 }
 
 }  // namespace
