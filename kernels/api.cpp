@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "kernels/conv3d/conv3d.hpp"
 #include "kernels/groupnorm/groupnorm.hpp"
 #include "kernels/runtime/runtime.hpp"
 
@@ -44,24 +45,30 @@ std::string to_string(const Plan& p) {
   return o.str();
 }
 
-std::vector<std::string> implemented_ops() { return {"groupnorm.fwd", "groupnorm.bwd"}; }
+std::vector<std::string> implemented_ops() {
+  return {"conv3d.fwd",           "conv3d.bwd_data",           "conv3d.bwd_weight",
+          "conv_transpose3d.fwd", "conv_transpose3d.bwd_data", "conv_transpose3d.bwd_weight",
+          "groupnorm.fwd",        "groupnorm.bwd"};
+}
 
 std::string backend_name() { return rt::backend_name(rt::backend); }
 
 Support is_supported(const Problem& p) {
   if (const auto* g = std::get_if<GroupNormProblem>(&p)) return groupnorm_supported(*g);
-  return {false, "no production kernel for " + op_dir_name(p) + " yet"};
+  return conv_supported(std::get<ConvProblem>(p));
 }
 
 Plan plan(const Problem& p) {
+  if (const Support s = is_supported(p); !s) throw std::invalid_argument("plan: " + s.reason);
   if (const auto* g = std::get_if<GroupNormProblem>(&p)) return groupnorm_plan(*g);
-  throw std::invalid_argument("plan: " + is_supported(p).reason);
+  return conv_plan(std::get<ConvProblem>(p));
 }
 
 std::map<Role, Tensor> run(const Problem& p, const Plan& pl, const std::map<Role, const Tensor*>& inputs,
                            const RunOptions& opt) {
+  if (const Support s = is_supported(p); !s) throw std::invalid_argument("run: " + s.reason);
   if (const auto* g = std::get_if<GroupNormProblem>(&p)) return groupnorm_run(*g, pl, inputs, opt);
-  throw std::invalid_argument("run: " + is_supported(p).reason);
+  return conv_run(std::get<ConvProblem>(p), pl, inputs, opt);
 }
 
 }  // namespace kgate::kernels

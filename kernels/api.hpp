@@ -68,7 +68,7 @@ struct RunOptions {
   std::vector<double>* step_ms = nullptr;
   // When set (with kernel_ms): called before each timed sequence, outside
   // the timed region (the benchmark's L2 flush); each sequence is then timed
-  // between its own pair of events. kernels/timing.hpp implements all of
+  // between its own pair of events. kernels/driver.hpp implements all of
   // the timing options for every kernel.
   std::function<void()> before_each;
 };

@@ -48,7 +48,7 @@ class Arm {
 };
 
 // kgate's production kernel on this build's backend, timed with the
-// backend's events around the plan's launches (kernels/timing.hpp).
+// backend's events around the plan's launches (kernels/driver.hpp).
 class KgateArm : public Arm {
  public:
   KgateArm(const BenchCli& cli, const bench::CacheFlush* flush) : cli_(cli), flush_(flush) {}
@@ -372,24 +372,34 @@ int run_bench_command(const BenchCli& cli) {
     const auto t0 = Clock::now();
     stats::StopRule rule{cli.target, cli.budget_s, cli.min_rounds, cli.max_rounds};
     stats::Stop stop = live.empty() ? stats::Stop::budget : stats::Stop::running;
-    while (stop == stats::Stop::running) {
-      for (int k : stats::balanced_order(static_cast<int>(live.size()), pr.rounds))
-        samples[static_cast<std::size_t>(k)].push_back(live[static_cast<std::size_t>(k)]->sample());
-      ++pr.rounds;
-      stop = stats::should_stop(samples, seconds_since(t0), rule);
-      if (stop == stats::Stop::budget && pr.rounds < 2) stop = stats::Stop::running;  // an interval needs 2
+    std::string error;
+    try {
+      while (stop == stats::Stop::running) {
+        for (int k : stats::balanced_order(static_cast<int>(live.size()), pr.rounds))
+          samples[static_cast<std::size_t>(k)].push_back(live[static_cast<std::size_t>(k)]->sample());
+        ++pr.rounds;
+        stop = stats::should_stop(samples, seconds_since(t0), rule);
+        if (stop == stats::Stop::budget && pr.rounds < 2) stop = stats::Stop::running;  // an interval needs 2
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+      ++failures;
     }
-    pr.stop = live.empty() ? "nothing to time" : stats::name(stop);
+    pr.stop = !error.empty() ? "error: " + error : live.empty() ? "nothing to time" : stats::name(stop);
+    for (auto& s : samples) s.resize(static_cast<std::size_t>(pr.rounds));  // whole rounds only
     std::size_t k = 0;
     for (auto& ar : pr.arms) {
       if (!ar.skipped.empty()) continue;
-      ar.samples = samples[k];
+      ar.samples = samples[k++];
+      if (ar.samples.empty()) {
+        ar.skipped = "no sample (" + pr.stop + ")";
+        continue;
+      }
       ar.time = stats::time_interval(ar.samples);
-      if (k > 0) {
+      if (k > 1) {
         ar.ratio = stats::ratio_interval(ar.samples, samples[0]);
         ar.has_ratio = true;
       }
-      ++k;
     }
     results.push_back(pr);
   }

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/groupnorm/gn_kernels.hpp"
-#include "kernels/timing.hpp"
+#include "kernels/driver.hpp"
 #include "kernels/runtime/runtime.hpp"
 
 namespace kgate::kernels {
@@ -75,29 +75,6 @@ void with_types(DType src, DType dst, int v, F&& f) {
     case DType::fp16: return by_out(kgate::fp16{});
     default: return by_out(float{});
   }
-}
-
-// A device copy of a host tensor (or of uninitialised output storage).
-struct DeviceTensor {
-  rt::DeviceBuffer<std::byte> buf;
-  explicit DeviceTensor(std::size_t bytes) : buf(bytes == 0 ? 1 : bytes) {}
-  DeviceTensor(const Tensor& t) : buf(t.nbytes() == 0 ? 1 : static_cast<std::size_t>(t.nbytes())) {
-    rt::copy_h2d(buf.data(), t.data(), static_cast<std::size_t>(t.nbytes()));
-  }
-  void* data() const { return buf.data(); }
-  template <class T> T* as() const { return reinterpret_cast<T*>(buf.data()); }
-};
-
-const Tensor& input(const std::map<Role, const Tensor*>& in, Role r) {
-  auto it = in.find(r);
-  if (it == in.end() || !it->second) throw std::invalid_argument("groupnorm: missing input " + std::string(name(r)));
-  return *it->second;
-}
-
-Tensor download(const DeviceTensor& d, DType t, const Dims& dims) {
-  Tensor out(t, dims);
-  rt::copy_d2h(out.data(), d.data(), static_cast<std::size_t>(out.nbytes()));
-  return out;
 }
 
 rt::LaunchConfig config(std::uint32_t gx, std::uint32_t gy) {
@@ -184,12 +161,12 @@ std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan
   if (!(plan == groupnorm_plan(p))) throw std::invalid_argument("groupnorm: plan does not belong to this problem");
   const gn::Geometry g = geometry(p);
   const Dims xd = p.x_dims();
-  const Tensor& x = input(in, Role::x);
+  const Tensor& x = input("groupnorm", in, Role::x);
   DeviceTensor dx_in(x);
   std::unique_ptr<DeviceTensor> gamma, beta;
   if (p.affine) {
-    gamma = std::make_unique<DeviceTensor>(input(in, Role::gamma));
-    beta = std::make_unique<DeviceTensor>(input(in, Role::beta));
+    gamma = std::make_unique<DeviceTensor>(input("groupnorm", in, Role::gamma));
+    beta = std::make_unique<DeviceTensor>(input("groupnorm", in, Role::beta));
   }
   auto prefill = [&](const DeviceTensor& d, std::size_t bytes) {
     if (opt.prefill_nan) rt::device_memset(d.data(), opt.prefill_byte, bytes);
@@ -227,7 +204,7 @@ std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan
     return out;
   }
 
-  DeviceTensor dy(input(in, Role::dy)), mean(input(in, Role::mean)), rstd(input(in, Role::rstd));
+  DeviceTensor dy(input("groupnorm", in, Role::dy)), mean(input("groupnorm", in, Role::mean)), rstd(input("groupnorm", in, Role::rstd));
   const std::size_t dx_bytes = static_cast<std::size_t>(x.numel()) * size_of(p.src);
   const std::size_t c_bytes = static_cast<std::size_t>(p.c * 4);
   DeviceTensor dxo(dx_bytes), dgamma(c_bytes), dbeta(c_bytes), ws(plan.workspace_bytes);

@@ -1,15 +1,41 @@
-// The timing options of kernels::RunOptions (kernel_ms, timing_iters,
-// step_ms, before_each) for any kernel's host driver: one definition, so
-// that every kernel is timed alike. Include after the runtime.
+// The host half every operator's driver shares (compiled once per backend,
+// like the kernels): device copies of host tensors, input lookup, download,
+// and the timing of a plan's launch sequence (RunOptions).
 #pragma once
 
+#include <map>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/api.hpp"
 #include "kernels/runtime/runtime.hpp"
 
 namespace kgate::kernels {
+
+// A device copy of a host tensor (or of uninitialised output storage).
+struct DeviceTensor {
+  rt::DeviceBuffer<std::byte> buf;
+  explicit DeviceTensor(std::size_t bytes) : buf(bytes == 0 ? 1 : bytes) {}
+  DeviceTensor(const Tensor& t) : buf(t.nbytes() == 0 ? 1 : static_cast<std::size_t>(t.nbytes())) {
+    rt::copy_h2d(buf.data(), t.data(), static_cast<std::size_t>(t.nbytes()));
+  }
+  void* data() const { return buf.data(); }
+  template <class T> T* as() const { return reinterpret_cast<T*>(buf.data()); }
+};
+
+inline const Tensor& input(const char* op, const std::map<Role, const Tensor*>& in, Role r) {
+  auto it = in.find(r);
+  if (it == in.end() || !it->second) throw std::invalid_argument(std::string(op) + ": missing input " + std::string(name(r)));
+  return *it->second;
+}
+
+inline Tensor download(const DeviceTensor& d, DType t, const Dims& dims) {
+  Tensor out(t, dims);
+  rt::copy_d2h(out.data(), d.data(), static_cast<std::size_t>(out.nbytes()));
+  return out;
+}
 
 // Times opt.timing_iters more runs of a launch sequence (see RunOptions).
 // launch_all(mark) launches the plan's steps and calls mark() after each.

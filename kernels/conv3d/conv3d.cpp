@@ -1,0 +1,315 @@
+// conv3d / conv_transpose3d: plans and the host driver over conv_kernels.hpp.
+// Compiled once per backend (the runtime picks it from the compiler).
+//
+// Every plan quantity is a function of the problem alone: the kernel family
+// (from the direction's kind in reference/conv3d/conv_geometry.hpp), the
+// work-items along N, the grid, the split count of backward-weight and
+// dbias, and the reduction structure the oracle bounds the error with.
+#include "kernels/conv3d/conv3d.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kernels/conv3d/conv_kernels.hpp"
+#include "kernels/driver.hpp"
+#include "kernels/runtime/runtime.hpp"
+#include "reference/conv3d/conv_geometry.hpp"
+
+namespace kgate::kernels {
+
+namespace {
+
+using ref::detail::Kind;
+
+// Split-K of backward-weight and dbias: about kSliceRows rows per slice, at
+// most kMaxSplits slices, and a workspace of at most kMaxWorkspace bytes.
+constexpr std::int64_t kSliceRows = 1024;
+constexpr std::int64_t kMaxSplits = 64;
+constexpr std::int64_t kMaxWorkspace = std::int64_t{256} << 20;
+// Work-items along N at most (so that a workgroup spans >= 4 tile rows).
+constexpr int kMaxBn = 16;
+constexpr std::int64_t kMaxGridX = 0x7fffffff, kMaxGridYZ = 65535;
+
+struct Shape {
+  ref::detail::DirPlan dp;
+  cv::Geom g{};
+  int bn = 1;
+  std::int64_t phases = 1;
+  bool one_tap = false;
+  std::int64_t main_grid[3] = {1, 1, 1};
+  std::int64_t rows = 0, splits = 1, slice = 1;           // wgrad: K rows and its split
+  std::int64_t db_rows = 0, db_splits = 1, db_slice = 1;  // dbias
+  std::int64_t dw_numel = 0;
+  std::int64_t max_taps = 1;  // taps that can contribute to one output element
+};
+
+int pick_bn(std::int64_t cols) {
+  int bn = 1;
+  while (bn < kMaxBn && static_cast<std::int64_t>(bn) * cv::kTN < cols) bn *= 2;
+  return bn;
+}
+
+void pick_split(std::int64_t rows, std::int64_t numel, std::int64_t& splits, std::int64_t& slice) {
+  splits = std::clamp<std::int64_t>(rows / kSliceRows, 1, kMaxSplits);
+  while (splits > 1 && splits * numel * 4 > kMaxWorkspace) --splits;
+  slice = std::max<std::int64_t>(1, cv::ceil_div(rows, splits));
+}
+
+Shape shape_of(const ConvProblem& p) {
+  Shape s;
+  s.dp = ref::detail::dir_plan(p);
+  const ref::detail::ConvGeom c = ref::detail::make_geom(p);
+  cv::Geom& g = s.g;
+  g.n = c.n;
+  g.groups = c.groups;
+  g.cs = c.cs;
+  g.cl = c.cl;
+  g.csg = c.csg;
+  g.clg = c.clg;
+  for (int a = 0; a < 3; ++a) {
+    g.S[a] = c.S[a];
+    g.L[a] = c.L[a];
+    g.K[a] = c.K[a];
+    g.stride[a] = c.stride[a];
+    g.pad[a] = c.pad[a];
+    g.dil[a] = c.dil[a];
+  }
+  g.s_pos = c.s_pos;
+  g.l_pos = c.l_pos;
+  g.taps = c.taps;
+  switch (s.dp.kind) {
+    case Kind::contract: {
+      s.bn = pick_bn(g.csg);
+      const std::int64_t bm = cv::kThreads / s.bn;
+      s.main_grid[0] = cv::ceil_div(g.n * g.s_pos, cv::kTM * bm);
+      s.main_grid[1] = g.groups * cv::ceil_div(g.csg, static_cast<std::int64_t>(cv::kTN) * s.bn);
+      s.max_taps = g.taps;
+      break;
+    }
+    case Kind::scatter: {
+      s.bn = pick_bn(g.clg);
+      const std::int64_t bm = cv::kThreads / s.bn;
+      std::int64_t rows = g.n;
+      s.max_taps = 1;
+      s.one_tap = true;
+      for (int a = 0; a < 3; ++a) {
+        rows *= cv::ceil_div(g.L[a], g.stride[a]);  // phase 0 has the most positions
+        s.phases *= g.stride[a];
+        s.one_tap = s.one_tap && g.K[a] == g.stride[a] && g.dil[a] == 1;
+        // The most taps on this axis that land on one phase's lattice.
+        std::int64_t most = 0;
+        for (std::int64_t ph = 0; ph < g.stride[a]; ++ph) {
+          std::int64_t n = 0;
+          for (std::int64_t k = 0; k < g.K[a]; ++k) n += cv::pos_mod(ph + g.pad[a] - k * g.dil[a], g.stride[a]) == 0;
+          most = std::max(most, n);
+        }
+        s.max_taps *= std::max<std::int64_t>(most, 1);
+      }
+      s.main_grid[0] = cv::ceil_div(rows, cv::kTM * bm);
+      s.main_grid[1] = g.groups * cv::ceil_div(g.clg, static_cast<std::int64_t>(cv::kTN) * s.bn);
+      s.main_grid[2] = s.phases;
+      break;
+    }
+    case Kind::wgrad: {
+      s.bn = pick_bn(g.clg);
+      const std::int64_t bm = cv::kThreads / s.bn;
+      s.dw_numel = g.cs * g.taps * g.clg;
+      s.rows = g.n * g.s_pos;
+      pick_split(s.rows, s.dw_numel, s.splits, s.slice);
+      s.main_grid[0] = g.taps * cv::ceil_div(g.clg, static_cast<std::int64_t>(cv::kTN) * s.bn);
+      s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kTM * bm);
+      s.main_grid[2] = s.splits;
+      if (s.dp.db) {
+        s.db_rows = g.n * (s.dp.dy_is_small ? g.s_pos : g.l_pos);
+        pick_split(s.db_rows, p.cout, s.db_splits, s.db_slice);
+      }
+      break;
+    }
+  }
+  return s;
+}
+
+std::array<std::uint32_t, 3> grid3(std::int64_t x, std::int64_t y, std::int64_t z) {
+  return {static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y), static_cast<std::uint32_t>(z)};
+}
+
+const char* main_kernel(const Shape& s) {
+  switch (s.dp.kind) {
+    case Kind::contract: return "conv_contract";
+    case Kind::scatter: return s.one_tap ? "conv_scatter_one_tap" : "conv_scatter";
+    case Kind::wgrad: return "conv_wgrad";
+  }
+  return "?";
+}
+
+bool supported_pair(DType src, DType dst) {
+  if (src == DType::fp64 || dst == DType::fp64) return false;
+  return dst == DType::fp32 || dst == src;
+}
+
+// f.template operator()<Tin, Tout>() for the problem's dtypes.
+template <class F>
+void with_types(DType src, DType dst, F&& f) {
+  auto by_out = [&](auto tin) {
+    using Tin = decltype(tin);
+    if (dst == DType::fp32) f.template operator()<Tin, float>();
+    else f.template operator()<Tin, Tin>();
+  };
+  switch (src) {
+    case DType::bf16: return by_out(kgate::bf16{});
+    case DType::fp16: return by_out(kgate::fp16{});
+    default: return by_out(float{});
+  }
+}
+
+rt::LaunchConfig config(std::int64_t x, std::int64_t y = 1, std::int64_t z = 1) {
+  rt::LaunchConfig c;
+  c.grid = rt::dim3(static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z));
+  c.block = rt::dim3(cv::kThreads);
+  return c;
+}
+
+}  // namespace
+
+Support conv_supported(const ConvProblem& p) {
+  if (!supported_pair(p.src, p.dst))
+    return {false, "dtype pair " + std::string(name(p.src)) + " -> " + std::string(name(p.dst)) +
+                       " (supported: fp32, bf16 or fp16 in; fp32 or the input dtype out)"};
+  if (p.acc != DType::fp32) return {false, "accumulator " + std::string(name(p.acc)) + " (supported: fp32)"};
+  const Shape s = shape_of(p);
+  const char* axis[3] = {"x", "y", "z"};
+  for (int a = 0; a < 3; ++a) {
+    const std::int64_t lim = a == 0 ? kMaxGridX : kMaxGridYZ;
+    if (s.main_grid[a] > lim)
+      return {false, std::string(main_kernel(s)) + " grid " + axis[a] + " = " + std::to_string(s.main_grid[a]) +
+                         " exceeds " + std::to_string(lim)};
+  }
+  if (s.dp.kind == Kind::wgrad && s.splits * s.dw_numel * 4 > kMaxWorkspace && s.splits > 1)
+    return {false, "backward-weight workspace above " + std::to_string(kMaxWorkspace) + " bytes"};
+  return {};
+}
+
+Plan conv_plan(const ConvProblem& p) {
+  const Shape s = shape_of(p);
+  const cv::Geom& g = s.g;
+  Plan pl;
+  pl.op = std::string(name(p.op)) + "." + std::string(name(p.dir));
+  pl.variant = std::string("portable-igemm/") + main_kernel(s) + "/t" + std::to_string(cv::kTM) + "x" +
+               std::to_string(cv::kTN);
+  pl.params = {{"threads", cv::kThreads}, {"tile_m", cv::kTM}, {"tile_n", cv::kTN}, {"bn", s.bn},
+               {"bm", cv::kThreads / s.bn}};
+  const std::array<std::uint32_t, 3> block{cv::kThreads, 1, 1};
+  pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], s.main_grid[2]), block, 0});
+  const std::string out = std::string(name(s.dp.out));
+  switch (s.dp.kind) {
+    case Kind::contract: {
+      ReductionPlan r = ReductionPlan::sequential(g.taps * g.clg);
+      r.epilogue_ops = s.dp.bias_on_out ? 1 : 0;
+      pl.reduction[out] = r;
+      break;
+    }
+    case Kind::scatter: {
+      pl.params["phases"] = s.phases;
+      pl.params["one_tap"] = s.one_tap;
+      ReductionPlan r = ReductionPlan::sequential(s.max_taps * g.csg);
+      r.epilogue_ops = s.dp.bias_on_out ? 1 : 0;
+      pl.reduction[out] = r;
+      break;
+    }
+    case Kind::wgrad: {
+      pl.params["splits"] = s.splits;
+      pl.params["slice"] = s.slice;
+      pl.steps.push_back({"conv_tree", grid3(cv::ceil_div(s.dw_numel, cv::kThreads), 1, 1), block, 0});
+      ReductionPlan r;
+      r.length = s.slice;
+      r.splits = s.splits;
+      r.combine = PartialCombine::tree;
+      pl.reduction[out] = r;
+      pl.workspace_bytes = static_cast<std::uint64_t>(s.splits * s.dw_numel * 4);
+      if (s.dp.db) {
+        pl.params["db_splits"] = s.db_splits;
+        pl.params["db_slice"] = s.db_slice;
+        pl.steps.push_back({"conv_colsum", grid3(cv::ceil_div(p.cout, cv::kThreads), s.db_splits, 1), block, 0});
+        pl.steps.push_back({"conv_tree", grid3(cv::ceil_div(p.cout, cv::kThreads), 1, 1), block, 0});
+        ReductionPlan d;
+        d.length = s.db_slice;
+        d.splits = s.db_splits;
+        d.combine = PartialCombine::tree;
+        pl.reduction["db"] = d;
+        pl.workspace_bytes += static_cast<std::uint64_t>(s.db_splits * p.cout * 4);
+      }
+      break;
+    }
+  }
+  return pl;
+}
+
+std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const std::map<Role, const Tensor*>& in,
+                                const RunOptions& opt) {
+  if (!(plan == conv_plan(p))) throw std::invalid_argument("conv: plan does not belong to this problem");
+  const Shape s = shape_of(p);
+  const char* op = "conv";
+  DeviceTensor a(input(op, in, s.dp.a)), b(input(op, in, s.dp.b));
+  std::unique_ptr<DeviceTensor> bias;
+  if (s.dp.bias_on_out) bias = std::make_unique<DeviceTensor>(input(op, in, Role::b));
+  const auto outs = p.outputs();
+  const TensorSpec& main_spec = outs.front();
+  const std::size_t out_bytes = static_cast<std::size_t>(checked_numel(main_spec.dims, "conv output")) * size_of(p.dst);
+  DeviceTensor out(out_bytes), ws(plan.workspace_bytes);
+  std::unique_ptr<DeviceTensor> dbias;
+  if (s.dp.db) dbias = std::make_unique<DeviceTensor>(static_cast<std::size_t>(p.cout) * size_of(p.dst));
+  if (opt.prefill_nan) {
+    rt::device_memset(out.data(), opt.prefill_byte, out_bytes);
+    rt::device_memset(ws.data(), opt.prefill_byte, plan.workspace_bytes);
+    if (dbias) rt::device_memset(dbias->data(), opt.prefill_byte, static_cast<std::size_t>(p.cout) * size_of(p.dst));
+  }
+  auto launch_all = [&](auto&& mark) {
+    with_types(p.src, p.dst, [&]<class Tin, class Tout>() {
+      switch (s.dp.kind) {
+        case Kind::contract: {
+          const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
+          KGATE_LAUNCH((cv::conv_contract<Tin, Tout>), config(s.main_grid[0], s.main_grid[1]), args);
+          mark();
+          break;
+        }
+        case Kind::scatter: {
+          const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
+          const auto cfg = config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
+          if (s.one_tap) KGATE_LAUNCH((cv::conv_scatter<Tin, Tout, true>), cfg, args);
+          else KGATE_LAUNCH((cv::conv_scatter<Tin, Tout, false>), cfg, args);
+          mark();
+          break;
+        }
+        case Kind::wgrad: {
+          float* part = ws.as<float>();
+          const cv::WgradArgs wa{s.g, a.data(), b.data(), part, s.bn, s.slice};
+          KGATE_LAUNCH((cv::conv_wgrad<Tin>), config(s.main_grid[0], s.main_grid[1], s.main_grid[2]), wa);
+          mark();
+          const cv::TreeArgs ta{part, s.dw_numel, s.splits, out.data()};
+          KGATE_LAUNCH((cv::conv_tree<Tout>), config(cv::ceil_div(s.dw_numel, cv::kThreads)), ta);
+          mark();
+          if (s.dp.db) {
+            float* dpart = part + s.splits * s.dw_numel;
+            const void* dy = s.dp.dy_is_small ? a.data() : b.data();
+            const cv::ColsumArgs ca{dy, s.db_rows, p.cout, s.db_slice, dpart};
+            KGATE_LAUNCH((cv::conv_colsum<Tin>), config(cv::ceil_div(p.cout, cv::kThreads), s.db_splits), ca);
+            mark();
+            const cv::TreeArgs tb{dpart, p.cout, s.db_splits, dbias->data()};
+            KGATE_LAUNCH((cv::conv_tree<Tout>), config(cv::ceil_div(p.cout, cv::kThreads)), tb);
+            mark();
+          }
+          break;
+        }
+      }
+    });
+  };
+  launch_all([] {});
+  rt::device_synchronize();
+  time_sequence(launch_all, opt);
+  std::map<Role, Tensor> result;
+  result.emplace(main_spec.role, download(out, p.dst, main_spec.dims));
+  if (dbias) result.emplace(Role::db, download(*dbias, p.dst, {p.cout}));
+  return result;
+}
+
+}  // namespace kgate::kernels

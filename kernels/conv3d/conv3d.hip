@@ -1,0 +1,1 @@
+#include "kernels/conv3d/conv3d.cpp"
