@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -54,6 +55,9 @@ struct RunOptions {
   // Fill outputs and workspaces with NaN before the run (determinism tests:
   // the result must not depend on what memory held).
   bool prefill_nan = false;
+  // The byte prefill_nan writes: 0xff is a NaN in every floating dtype; the
+  // determinism audit also uses a finite garbage pattern.
+  unsigned char prefill_byte = 0xff;
   // When set: the plan's launch sequence runs `timing_iters` more times
   // between two events after the checked run, and the mean time of one
   // sequence (kernels only, no copies) is stored here.
@@ -62,6 +66,11 @@ struct RunOptions {
   // When set (with kernel_ms): the mean time of each plan step over
   // `timing_iters` further runs, events recorded between the steps.
   std::vector<double>* step_ms = nullptr;
+  // When set (with kernel_ms): called before each timed sequence, outside
+  // the timed region (the benchmark's L2 flush); each sequence is then timed
+  // between its own pair of events. kernels/driver.hpp implements all of
+  // the timing options for every kernel.
+  std::function<void()> before_each;
 };
 
 // Operator-directions with a production kernel in this build.

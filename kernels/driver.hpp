@@ -45,19 +45,34 @@ inline Tensor download(const DeviceTensor& d, DType t, const Dims& dims) {
 }
 
 // Times opt.timing_iters more runs of a launch sequence (see RunOptions).
-// launch_all(mark) calls mark() after each step's launch.
+// launch_all(mark) launches the plan's steps and calls mark() after each.
 template <class F>
-inline void time_sequence(F&& launch_all, const RunOptions& opt) {
+void time_sequence(F&& launch_all, const RunOptions& opt) {
   if (!opt.kernel_ms || opt.timing_iters < 1) return;
-  rt::Event start, stop;
-  start.record();
-  for (int i = 0; i < opt.timing_iters; ++i) launch_all([] {});
-  stop.record();
-  stop.synchronize();
-  *opt.kernel_ms = static_cast<double>(rt::elapsed_ms(start, stop)) / opt.timing_iters;
+  if (opt.before_each) {
+    double total = 0;
+    for (int i = 0; i < opt.timing_iters; ++i) {
+      opt.before_each();
+      rt::Event start, stop;
+      start.record();
+      launch_all([] {});
+      stop.record();
+      stop.synchronize();
+      total += static_cast<double>(rt::elapsed_ms(start, stop));
+    }
+    *opt.kernel_ms = total / opt.timing_iters;
+  } else {
+    rt::Event start, stop;
+    start.record();
+    for (int i = 0; i < opt.timing_iters; ++i) launch_all([] {});
+    stop.record();
+    stop.synchronize();
+    *opt.kernel_ms = static_cast<double>(rt::elapsed_ms(start, stop)) / opt.timing_iters;
+  }
   if (!opt.step_ms) return;
   opt.step_ms->clear();
   for (int i = 0; i < opt.timing_iters; ++i) {
+    if (opt.before_each) opt.before_each();
     std::vector<std::unique_ptr<rt::Event>> ev;
     ev.push_back(std::make_unique<rt::Event>());
     ev.back()->record();

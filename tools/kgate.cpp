@@ -22,6 +22,8 @@
 #include "kernels/api.hpp"
 #include "oracles/oracle.hpp"
 #include "reference/conv3d/ref.hpp"
+#include "tools/audit_cmd.hpp"
+#include "tools/bench_cmd.hpp"
 #include "tools/bitwise_cmd.hpp"
 #include "tools/files.hpp"
 #include "tools/gate.hpp"
@@ -259,6 +261,16 @@ int main(int argc, char** argv) {
   auto* verify = app.add_subcommand("verify", "Run the gate over the corpus");
   add_verify_options(*verify, vopt);
 
+  AuditCli acli;
+  acli.selection.corpus = corpus_path;
+  acli.bitwise = bitwise_path;
+  auto* audit = add_audit_command(app, acli);
+
+  BenchCli bcli;
+  bcli.selection.corpus = corpus_path;
+  bcli.torch_driver = std::string(KGATE_SOURCE_DIR) + "/tools/bench_torch.py";
+  auto* bench = add_bench_command(app, bcli);
+
   try {
     if (argc > 1) check_subcommand(app, argv[1], "kgate");
     if (argc > 2 && (std::string(argv[1]) == "corpus" || std::string(argv[1]) == "bitwise"))
@@ -290,6 +302,8 @@ int main(int argc, char** argv) {
     if (*check_cmd) return cmd_check(descriptor, copt);
     if (*ref_cmd) return cmd_ref(descriptor, inputs_dir, impl, out);
     if (*verify) return run_verify(vopt);
+    if (*audit) return run_audit_command(acli);
+    if (*bench) return run_bench_command(bcli);
   } catch (const InputError& e) {
     std::cerr << "kgate: error: " << e.what() << "\n";
     return exit_error;

@@ -27,6 +27,7 @@
 #include "tools/gate.hpp"
 #include "tools/options.hpp"
 #include "tools/summary.hpp"
+#include "tools/select.hpp"
 
 namespace kgate {
 
@@ -62,26 +63,6 @@ namespace {
 using gate::is_failure;
 using gate::Result;
 using oracle::State;
-
-bool matches(const corpus::Entry& e, const Problem& p, const std::vector<std::string>& filters) {
-  const std::string od = op_dir_name(p);
-  const std::string op = od.substr(0, od.find('.')), dir = od.substr(od.find('.') + 1);
-  for (const std::string& f : filters) {
-    const auto eq = f.find('=');
-    if (eq == std::string::npos) throw InputError("--filter", "expected KEY=VALUE, got '" + f + "'");
-    const std::string k = f.substr(0, eq), v = f.substr(eq + 1);
-    bool ok = false;
-    if (k == "op") ok = op == v || od == v;
-    else if (k == "dir") ok = dir == v;
-    else if (k == "dtype") ok = gate::dtype_label(p).find(v) != std::string::npos;
-    else if (k == "site") ok = std::any_of(e.sites.begin(), e.sites.end(), [&](const std::string& s) { return s.find(v) != std::string::npos; });
-    else if (k == "config") ok = e.config == v;
-    else if (k == "form") ok = std::string(kgate::name(e.form)) == v;
-    else throw InputError("--filter", "unknown key '" + k + "' (op, dir, dtype, site, config, form)");
-    if (!ok) return false;
-  }
-  return true;
-}
 
 // One corpus problem: the problem must be a value (descriptor and JSON round
 // trip), then the gate judges the kernel on the default fills.
@@ -250,21 +231,9 @@ int run_verify(const VerifyOptions& opt) {
   if (!opt.report.empty()) files::output_file(opt.report, "--report");
   if (!opt.junit.empty()) files::output_file(opt.junit, "--junit");
   const nlohmann::json settings = gate::backend_settings();
-  const auto entries = corpus::load_shapes(opt.corpus);
-  for (const std::string& c : opt.configs)
-    if (std::none_of(entries.begin(), entries.end(), [&](const corpus::Entry& e) { return e.config == c; }))
-      throw InputError("--config", "no configuration '" + c + "' in " + opt.corpus);
-
   // Reduced problems, deduplicated across configurations by descriptor.
-  std::vector<Problem> work;
-  std::set<std::string> seen;
-  for (const auto& e : entries) {
-    if (std::find(opt.configs.begin(), opt.configs.end(), e.config) == opt.configs.end()) continue;
-    if (!matches(e, e.problem, opt.filters)) continue;
-    const Problem p = opt.full ? e.problem : reduce_extents(e.problem, opt.flop_budget);
-    if (seen.insert(to_descriptor(p)).second) work.push_back(p);
-  }
-  if (work.empty()) throw InputError("--filter", "selects no problem");
+  const std::vector<Problem> work =
+      select_corpus(Selection{opt.corpus, opt.configs, opt.filters, opt.full, opt.flop_budget});
   check_memory(work, opt.jobs, opt.memory_limit);
 
   // Every finished problem is a line, flushed, on a terminal or in a CI log

@@ -257,9 +257,9 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
   std::unique_ptr<DeviceTensor> dbias;
   if (s.dp.db) dbias = std::make_unique<DeviceTensor>(static_cast<std::size_t>(p.cout) * size_of(p.dst));
   if (opt.prefill_nan) {
-    rt::device_memset(out.data(), 0xff, out_bytes);
-    rt::device_memset(ws.data(), 0xff, plan.workspace_bytes);
-    if (dbias) rt::device_memset(dbias->data(), 0xff, static_cast<std::size_t>(p.cout) * size_of(p.dst));
+    rt::device_memset(out.data(), opt.prefill_byte, out_bytes);
+    rt::device_memset(ws.data(), opt.prefill_byte, plan.workspace_bytes);
+    if (dbias) rt::device_memset(dbias->data(), opt.prefill_byte, static_cast<std::size_t>(p.cout) * size_of(p.dst));
   }
   auto launch_all = [&](auto&& mark) {
     with_conv_types(p.src, p.dst, [&]<class Tin, class Tout>() {

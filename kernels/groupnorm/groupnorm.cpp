@@ -164,7 +164,7 @@ std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan
     beta = std::make_unique<DeviceTensor>(input("groupnorm", in, Role::beta));
   }
   auto prefill = [&](const DeviceTensor& d, std::size_t bytes) {
-    if (opt.prefill_nan) rt::device_memset(d.data(), 0xff, bytes);
+    if (opt.prefill_nan) rt::device_memset(d.data(), opt.prefill_byte, bytes);
   };
   const std::size_t stats_bytes = static_cast<std::size_t>(g.N * g.G * 4);
   std::map<Role, Tensor> out;

@@ -245,6 +245,12 @@ struct OnceHint {
 class Stream {
  public:
   Stream() { detail::check(cudaStreamCreate(&s_), "cudaStreamCreate"); }
+  // concurrent: the stream does not synchronise with the default stream, so
+  // its work overlaps the default stream's (the determinism audit's noise).
+  explicit Stream(bool concurrent) {
+    detail::check(cudaStreamCreateWithFlags(&s_, concurrent ? cudaStreamNonBlocking : cudaStreamDefault),
+                  "cudaStreamCreateWithFlags");
+  }
   ~Stream() { (void)cudaStreamDestroy(s_); }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;

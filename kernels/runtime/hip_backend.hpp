@@ -226,6 +226,11 @@ struct OnceHint {
 class Stream {
  public:
   Stream() { detail::check(hipStreamCreate(&s_), "hipStreamCreate"); }
+  // concurrent: does not synchronise with the default stream (cuda_backend.hpp).
+  explicit Stream(bool concurrent) {
+    detail::check(hipStreamCreateWithFlags(&s_, concurrent ? hipStreamNonBlocking : hipStreamDefault),
+                  "hipStreamCreateWithFlags");
+  }
   ~Stream() { (void)hipStreamDestroy(s_); }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;

@@ -535,6 +535,7 @@ inline void store_once(T* p, const T& v) { *p = v; }
 class Stream {
  public:
   Stream() = default;
+  explicit Stream(bool /*concurrent*/) {}  // every stream runs at issue here
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
   void synchronize() {}

@@ -1,0 +1,197 @@
+// The backend half of the audit (audit_env.hpp). Host-only parts are behind
+// rt::backend checks at compile time so that this file compiles unchanged
+// for every backend.
+#include "determinism/audit_env.hpp"
+
+#include <atomic>
+#include <optional>
+#include <thread>
+
+#include "kernels/runtime/runtime.hpp"
+
+namespace kgate::determinism {
+
+namespace {
+
+constexpr bool kHost = rt::backend == rt::Backend::host;
+
+#if !defined(__CUDACC__) && !defined(__HIP__)
+struct HostEnv {
+  std::string name;
+  int threads;
+  rt::host::Order order;
+  int wave;
+};
+const std::vector<HostEnv>& host_run_envs() {
+  static const std::vector<HostEnv> e{
+      {"threads=1 order=in_order", 1, rt::host::Order::in_order, 64},
+      {"threads=4 order=in_order", 4, rt::host::Order::in_order, 64},
+      {"threads=1 order=reversed", 1, rt::host::Order::reversed, 64},
+      {"threads=4 order=reversed", 4, rt::host::Order::reversed, 64},
+      {"threads=1 order=shuffled", 1, rt::host::Order::shuffled, 64},
+      {"threads=4 order=shuffled", 4, rt::host::Order::shuffled, 64},
+  };
+  return e;
+}
+const std::vector<HostEnv>& host_plan_envs() {
+  static const std::vector<HostEnv> e{
+      {"threads=1", 1, rt::host::Order::in_order, 64},
+      {"threads=4 order=reversed", 4, rt::host::Order::reversed, 64},
+      {"wave=32 (emulated 32-wide target)", 1, rt::host::Order::in_order, 32},
+  };
+  return e;
+}
+#endif
+
+// Streams a buffer and rewrites it: memory traffic that competes with the
+// audited kernel's.
+constexpr int kNoiseThreads = 256;
+KGATE_KERNEL_BOUNDS(audit_noise, kNoiseThreads, unsigned* buf, std::uint64_t n, unsigned salt) {
+  const std::uint64_t stride = static_cast<std::uint64_t>(rt::grid_dim().x) * kNoiseThreads;
+  for (std::uint64_t i = static_cast<std::uint64_t>(rt::block_idx().x) * kNoiseThreads + rt::thread_idx().x; i < n;
+       i += stride)
+    buf[i] = buf[i] * 1664525u + 1013904223u + salt;
+}
+
+// Per block: a tree-free sequential partial of its slice, then one float
+// atomic add into out[0] (or a plain store into out[block] when
+// `deterministic`).
+constexpr int kControlThreads = 64;
+KGATE_KERNEL_BOUNDS(audit_control, kControlThreads, const float* x, float* out, int per_block, int deterministic) {
+  KGATE_LDS(part, float, kControlThreads);
+  const int t = static_cast<int>(rt::thread_idx().x);
+  float s = 0.0f;
+  for (int i = t; i < per_block; i += kControlThreads) s += x[rt::block_idx().x * per_block + i];
+  part[t] = s;
+  rt::barrier();
+  if (t == 0) {
+    float total = 0.0f;
+    for (int i = 0; i < kControlThreads; ++i) {
+      const float v = part[i];
+      total += v;
+    }
+    if (deterministic) out[rt::block_idx().x] = total;
+    else rt::atomic_add_unordered(out, total);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> run_environments() {
+#if !defined(__CUDACC__) && !defined(__HIP__)
+  std::vector<std::string> n;
+  for (const auto& e : host_run_envs()) n.push_back(e.name);
+  return n;
+#else
+  return {"device"};
+#endif
+}
+
+std::vector<std::string> plan_environments() {
+#if !defined(__CUDACC__) && !defined(__HIP__)
+  std::vector<std::string> n;
+  for (const auto& e : host_plan_envs()) n.push_back(e.name);
+  return n;
+#else
+  return {"device"};
+#endif
+}
+
+struct EnvScope::Impl {
+#if !defined(__CUDACC__) && !defined(__HIP__)
+  std::optional<rt::host::ScopedConfig> scope;
+#endif
+};
+
+EnvScope::EnvScope(bool plan_env, std::size_t index, std::uint64_t seed) : impl_(std::make_unique<Impl>()) {
+#if !defined(__CUDACC__) && !defined(__HIP__)
+  const auto& list = plan_env ? host_plan_envs() : host_run_envs();
+  const HostEnv& e = list.at(index % list.size());
+  rt::host::Config c = rt::host::config();
+  c.threads = e.threads;
+  c.order = e.order;
+  c.wave_size = e.wave;
+  c.seed = seed;
+  impl_->scope.emplace(c);
+#else
+  (void)plan_env;
+  (void)index;
+  (void)seed;
+#endif
+}
+EnvScope::~EnvScope() = default;
+
+struct Noise::Impl {
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> rounds{0};
+  std::thread worker;
+};
+
+std::string Noise::description() {
+  return kHost ? "a CPU thread streaming 32 MiB through memory"
+               : "a memory-bound kernel over 256 MiB relaunched on a concurrent stream";
+}
+
+Noise::Noise() : impl_(std::make_unique<Impl>()) {
+  Impl* im = impl_.get();
+  if constexpr (kHost) {
+    im->worker = std::thread([im] {
+      std::vector<unsigned> buf(8u << 20, 1u);
+      unsigned salt = 0;
+      while (!im->stop.load(std::memory_order_relaxed)) {
+        for (auto& v : buf) v = v * 1664525u + 1013904223u + salt;
+        ++salt;
+        im->rounds.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  } else {
+    // The buffer and stream are created on the worker thread and live there.
+    std::atomic<bool> ready{false};
+    im->worker = std::thread([im, &ready] {
+      const std::uint64_t n = (256ull << 20) / sizeof(unsigned);
+      rt::DeviceBuffer<unsigned> buf(n);
+      rt::Stream s(true);
+      rt::LaunchConfig cfg;
+      cfg.grid = rt::dim3(1024);
+      cfg.block = rt::dim3(kNoiseThreads);
+      cfg.stream = &s;
+      ready = true;
+      unsigned salt = 0;
+      while (!im->stop.load(std::memory_order_relaxed)) {
+        for (int k = 0; k < 4; ++k) KGATE_LAUNCH(audit_noise, cfg, buf.data(), n, salt++);
+        s.synchronize();
+        im->rounds.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+    while (!ready) std::this_thread::yield();
+  }
+}
+
+Noise::~Noise() {
+  impl_->stop = true;
+  if (impl_->worker.joinable()) impl_->worker.join();
+}
+
+std::uint64_t Noise::launches() const { return impl_->rounds.load(); }
+
+std::vector<float> control_run(std::size_t env, std::uint64_t seed, bool deterministic) {
+  // Enough blocks that the order of arrival varies on a GPU; on the host the
+  // environment's workgroup order varies it.
+  const int blocks = kHost ? 64 : 4096, per = 256;
+  std::vector<float> x(static_cast<std::size_t>(blocks) * per);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>((i * 2654435761u) % 1000003) * 1e-3f * ((i % 3) ? 1.0f : -1.0f) *
+           (i % 7 == 0 ? 1e4f : 1.0f);
+  EnvScope scope(false, env, seed);
+  rt::DeviceBuffer<float> dx(x.size()), dout(deterministic ? blocks : 1);
+  dx.upload(x);
+  dout.upload(std::vector<float>(dout.size(), 0.0f));
+  rt::LaunchConfig cfg;
+  cfg.grid = rt::dim3(static_cast<std::uint32_t>(blocks));
+  cfg.block = rt::dim3(kControlThreads);
+  KGATE_LAUNCH(audit_control, cfg, dx.data(), dout.data(), per, deterministic ? 1 : 0);
+  rt::device_synchronize();
+  return dout.download();
+}
+
+}  // namespace kgate::determinism

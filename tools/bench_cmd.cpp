@@ -1,0 +1,488 @@
+#include "tools/bench_cmd.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "corpus/corpus_file.hpp"
+#include "determinism/run_digest.hpp"
+#include "kernels/api.hpp"
+#include "reference/conv3d/ref.hpp"
+#include "reference/descriptor.hpp"
+#include "reference/error.hpp"
+#include "reference/json.hpp"
+#include "reference/npy.hpp"
+#include "tools/bench_device.hpp"
+#include "tools/gate.hpp"
+#include "tools/stats.hpp"
+#include "tools/verify.hpp"
+
+namespace kgate {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// One arm of a comparison. setup() prepares a problem (returns why not, or
+// ""), check() judges its output once before timing, sample() returns the
+// time of one sample in ms.
+class Arm {
+ public:
+  virtual ~Arm() = default;
+  virtual std::string name() const = 0;
+  virtual std::string setup(const Problem& p) = 0;
+  virtual std::string check() = 0;  // "passed", "failed: ...", "not checked: ..."
+  virtual double sample() = 0;
+  virtual std::string timer() const = 0;  // what the samples are timed with
+};
+
+// kgate's production kernel on this build's backend, timed with the
+// backend's events around the plan's launches (kernels/driver.hpp).
+class KgateArm : public Arm {
+ public:
+  KgateArm(const BenchCli& cli, const bench::CacheFlush* flush) : cli_(cli), flush_(flush) {}
+  std::string name() const override { return "kgate"; }
+  std::string timer() const override {
+    return kernels::backend_name() == "host" ? "wall clock around each launch sequence (host events)"
+                                             : "device events around each launch sequence";
+  }
+  std::string setup(const Problem& p) override {
+    if (const auto s = kernels::is_supported(p); !s) return s.reason;
+    p_ = p;
+    plan_ = kernels::plan(p);
+    in_ = determinism::make_inputs(p, parse_fill("signed", cli_.seed));
+    ptr_.clear();
+    for (const auto& [r, t] : in_) ptr_[r] = &t;
+    // Warm-up (outside the numbers), then the sequences per sample.
+    iters_ = 1;
+    const double t1 = run_timed();
+    iters_ = static_cast<int>(std::clamp(std::ceil(cli_.min_sample_ms / std::max(t1, 1e-6)), 1.0, 1000.0));
+    return "";
+  }
+  std::string check() override {
+    const gate::Result r = gate::evaluate(p_, {parse_fill("signed", cli_.seed)}, 0);
+    if (!gate::is_failure(r.state)) return std::string(oracle::name(r.state));
+    return "failed: " + std::string(oracle::name(r.state)) + " (repro: " + r.repro() + ")";
+  }
+  double sample() override { return run_timed(); }
+
+ private:
+  double run_timed() {
+    double ms = 0;
+    kernels::RunOptions opt;
+    opt.kernel_ms = &ms;
+    opt.timing_iters = iters_;
+    if (flush_) opt.before_each = [f = flush_] { (*f)(); };
+    kernels::run(p_, plan_, ptr_, opt);
+    return ms;
+  }
+  const BenchCli& cli_;
+  const bench::CacheFlush* flush_;
+  Problem p_;
+  kernels::Plan plan_;
+  std::map<Role, Tensor> in_;
+  std::map<Role, const Tensor*> ptr_;
+  int iters_ = 1;
+};
+
+// The fp64 reference (fast implementation) on the host, wall clock.
+class RefArm : public Arm {
+ public:
+  explicit RefArm(const BenchCli& cli) : cli_(cli) {}
+  std::string name() const override { return "ref"; }
+  std::string timer() const override { return "wall clock (fp64 fast reference, host)"; }
+  std::string setup(const Problem& p) override {
+    p_ = p;
+    in_ = ref::make_inputs(p, parse_fill("signed", cli_.seed));
+    return "";
+  }
+  std::string check() override { return "not checked: the reference is the oracle's own"; }
+  double sample() override {
+    ref::Inputs in;
+    for (const auto& [r, t] : in_) in.emplace(r, std::cref(t));
+    const auto t0 = Clock::now();
+    const auto out = ref::run_reference(p_, in, ref::Impl::fast);
+    const double ms = seconds_since(t0) * 1e3;
+    if (out.empty()) throw std::runtime_error("reference produced no output");
+    return ms;
+  }
+
+ private:
+  const BenchCli& cli_;
+  Problem p_;
+  ref::Outputs in_;
+};
+
+// PyTorch through tools/bench_torch.py: one JSON request per line on its
+// stdin, one JSON answer per line on its stdout.
+class TorchArm : public Arm {
+ public:
+  TorchArm(const BenchCli& cli, std::string variant, std::size_t flush_bytes)
+      : cli_(cli), variant_(std::move(variant)) {
+    int in[2], out[2];
+    if (::pipe(in) != 0 || ::pipe(out) != 0) throw std::runtime_error("torch arm: pipe failed");
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("torch arm: fork failed");
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::close(in[1]);
+      ::close(out[0]);
+      ::execlp(cli.python.c_str(), cli.python.c_str(), cli.torch_driver.c_str(), static_cast<char*>(nullptr));
+      std::perror("torch arm: exec");
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = ::fdopen(in[1], "w");
+    from_ = ::fdopen(out[0], "r");
+    const auto hello = request({{"cmd", "hello"}, {"flush_bytes", flush_bytes}});
+    info_ = hello.value("info", std::string());
+  }
+  ~TorchArm() override {
+    if (to_) std::fclose(to_);
+    if (from_) std::fclose(from_);
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+  }
+  std::string name() const override { return variant_; }
+  std::string timer() const override { return "CUDA events in PyTorch (" + info_ + ")"; }
+  std::string setup(const Problem& p) override {
+    const auto r = request({{"cmd", "setup"},
+                            {"problem", to_json(p)},
+                            {"descriptor", to_descriptor(p)},
+                            {"variant", variant_},
+                            {"min_sample_ms", cli_.min_sample_ms},
+                            {"flush", !cli_.no_flush}});
+    return r.value("ok", false) ? "" : r.value("reason", std::string("setup failed"));
+  }
+  std::string check() override { return "not checked: the torch driver returns no outputs"; }
+  double sample() override { return request({{"cmd", "sample"}}).at("ms").get<double>(); }
+
+ private:
+  nlohmann::json request(const nlohmann::json& j) {
+    const std::string line = j.dump() + "\n";
+    if (std::fputs(line.c_str(), to_) < 0 || std::fflush(to_) != 0)
+      throw std::runtime_error("torch arm: the driver is not running (" + cli_.torch_driver + ")");
+    std::string answer;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, from_)) {
+      answer += buf;
+      if (!answer.empty() && answer.back() == '\n') break;
+    }
+    if (answer.empty()) throw std::runtime_error("torch arm: no answer from " + cli_.torch_driver);
+    const auto r = nlohmann::json::parse(answer);
+    if (r.contains("error")) throw std::runtime_error("torch arm: " + r.at("error").get<std::string>());
+    return r;
+  }
+  const BenchCli& cli_;
+  std::string variant_, info_;
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+};
+
+struct ArmResult {
+  std::string arm, check, skipped, timer;
+  std::vector<double> samples;
+  stats::Interval time, ratio;  // ratio: to the first timed arm, paired per round
+  bool has_ratio = false;
+};
+
+struct ProblemResult {
+  std::string descriptor, op;
+  double flops = 0, bytes = 0, roof_ms = 0;
+  int calls_per_step = 0;
+  int rounds = 0;
+  std::string stop;
+  std::vector<ArmResult> arms;
+};
+
+std::string fmt(double v, int prec = 4) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(prec) << v;
+  return o.str();
+}
+
+// A plot of each ratio with its interval against 1 (log scale).
+std::string ratio_svg(const std::vector<ProblemResult>& results) {
+  struct Row {
+    std::string label;
+    stats::Interval r;
+  };
+  std::vector<Row> rows;
+  for (const auto& p : results)
+    for (const auto& a : p.arms)
+      if (a.has_ratio) rows.push_back({p.descriptor + " : " + a.arm, a.ratio});
+  const int w = 1100, left = 520, right = 40, rowh = 22, top = 40;
+  const int h = top + rowh * static_cast<int>(rows.size()) + 40;
+  double lo = 0.5, hi = 2;
+  for (const auto& r : rows) {
+    if (std::isfinite(r.r.lo) && r.r.lo > 0) lo = std::min(lo, r.r.lo);
+    if (std::isfinite(r.r.hi)) hi = std::max(hi, r.r.hi);
+  }
+  const auto x = [&](double v) {
+    v = std::clamp(v, lo, hi);
+    return left + (w - left - right) * (std::log(v) - std::log(lo)) / (std::log(hi) - std::log(lo));
+  };
+  std::ostringstream s;
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
+    << "\" font-family=\"monospace\" font-size=\"12\">\n"
+    << "<text x=\"10\" y=\"20\">time ratio to the first arm, 95% interval (log scale; left of 1 is faster)</text>\n"
+    << "<line x1=\"" << x(1) << "\" y1=\"" << top - 10 << "\" x2=\"" << x(1) << "\" y2=\"" << h - 30
+    << "\" stroke=\"gray\" stroke-dasharray=\"4\"/>\n";
+  for (double t : {lo, 1.0, hi})
+    s << "<text x=\"" << x(t) - 10 << "\" y=\"" << h - 12 << "\">" << fmt(t, 2) << "</text>\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const double y = top + rowh * static_cast<double>(i) + rowh / 2.0;
+    std::string label = rows[i].label;
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{"&", "&amp;"}, {"<", "&lt;"}})
+      for (std::size_t k = 0; (k = label.find(from, k)) != std::string::npos; k += to.size()) label.replace(k, 1, to);
+    s << "<text x=\"10\" y=\"" << y + 4 << "\">" << label << "</text>\n"
+      << "<line x1=\"" << x(rows[i].r.lo) << "\" y1=\"" << y << "\" x2=\"" << x(rows[i].r.hi) << "\" y2=\"" << y
+      << "\" stroke=\"black\" stroke-width=\"2\"/>\n"
+      << "<circle cx=\"" << x(rows[i].r.center) << "\" cy=\"" << y << "\" r=\"4\" fill=\"steelblue\"/>\n";
+  }
+  s << "</svg>\n";
+  return s.str();
+}
+
+}  // namespace
+
+CLI::App* add_bench_command(CLI::App& app, BenchCli& cli) {
+  auto* c = app.add_subcommand("bench", "Time arms side by side (kgate, ref, torch, torch-det) with 95% intervals");
+  c->add_option("descriptor", cli.descriptors, "problems to time");
+  c->add_flag("--corpus", cli.corpus, "time the corpus problems of --config (weighted by calls per step)");
+  c->add_option("--corpus-file", cli.selection.corpus, "shapes corpus file")->capture_default_str();
+  c->add_option("--config", cli.selection.configs, "configurations (with --corpus)")->capture_default_str();
+  c->add_option("--filter", cli.selection.filters, "KEY=VALUE (with --corpus); repeatable");
+  c->add_flag("--full", cli.selection.full, "full extents (with --corpus)");
+  c->add_option("--flop-budget", cli.selection.flop_budget, "reduced extents (with --corpus)")->capture_default_str();
+  c->add_option("--arm", cli.arms, "arms in order, the first is the ratios' base: kgate ref torch torch-det")
+      ->check(CLI::IsMember({"kgate", "ref", "torch", "torch-det"}))
+      ->capture_default_str();
+  c->add_option("--target", cli.target, "stop when every arm's 95% half-width is under this share of its time")
+      ->check(CLI::Range(1e-4, 1.0))->capture_default_str();
+  c->add_option("--budget", cli.budget_s, "seconds per problem")->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  c->add_option("--min-rounds", cli.min_rounds, "rounds before the stop rule applies")
+      ->check(CLI::Range(2, 1000000))->capture_default_str();
+  c->add_option("--max-rounds", cli.max_rounds, "rounds at most")->check(CLI::Range(2, 1000000))->capture_default_str();
+  c->add_option("--min-sample-ms", cli.min_sample_ms, "launch sequences per sample add up to at least this")
+      ->check(CLI::Range(0.0, 1e5))->capture_default_str();
+  c->add_flag("--no-flush", cli.no_flush, "no cache flush between timed sequences (the report says so)");
+  c->add_flag("--no-check", cli.no_check, "skip the oracle check before timing (the report says so)");
+  c->add_flag("--ceilings", cli.ceilings, "also print the streaming ceilings (read, write, widening, single-read bound)");
+  c->add_option("--seed", cli.seed, "seed of the signed fill")->capture_default_str();
+  c->add_option("--json", cli.json, "JSON report ('' writes none)")->capture_default_str();
+  c->add_option("--svg", cli.svg, "SVG plot of the ratios with their intervals");
+  c->add_option("--python", cli.python, "Python interpreter for the torch arms")->capture_default_str();
+  c->add_option("--torch-driver", cli.torch_driver, "the torch arms' driver")->capture_default_str();
+  return c;
+}
+
+int run_bench_command(const BenchCli& cli) {
+  const auto t_start = Clock::now();
+  // Problems, and their calls per step when timed from the corpus.
+  std::vector<Problem> problems;
+  std::map<std::string, int> calls;
+  for (const auto& d : cli.descriptors) problems.push_back(parse_descriptor(d));
+  if (cli.corpus) {
+    for (const Problem& p : select_corpus(cli.selection)) problems.push_back(p);
+    for (const auto& e : corpus::load_shapes(cli.selection.corpus)) {
+      if (std::find(cli.selection.configs.begin(), cli.selection.configs.end(), e.config) ==
+          cli.selection.configs.end())
+        continue;
+      const Problem p = cli.selection.full ? e.problem : reduce_extents(e.problem, cli.selection.flop_budget);
+      calls[to_descriptor(p)] += e.calls_per_step;
+    }
+  }
+  if (problems.empty()) throw InputError("descriptor", "no problem to time (give descriptors or --corpus)");
+
+  std::unique_ptr<bench::CacheFlush> flush;
+  if (!cli.no_flush) flush = std::make_unique<bench::CacheFlush>(bench::default_flush_bytes());
+  std::vector<std::unique_ptr<Arm>> arms;
+  for (const auto& a : cli.arms) {
+    if (a == "kgate") arms.push_back(std::make_unique<KgateArm>(cli, flush.get()));
+    else if (a == "ref") arms.push_back(std::make_unique<RefArm>(cli));
+    else arms.push_back(std::make_unique<TorchArm>(cli, a, flush ? flush->bytes() : 0));
+  }
+
+  const double copy = bench::copy_gbps(bench::default_copy_bytes(), 10);
+  std::cout << "kgate bench: " << problems.size() << " problem(s), arms";
+  for (const auto& a : arms) std::cout << " " << a->name();
+  std::cout << "; backend " << kernels::backend_name() << "; cache "
+            << (flush ? "flushed before each timed sequence (" + std::to_string(flush->bytes() >> 20) + " MiB)"
+                      : std::string("NOT flushed (--no-flush)"))
+            << "; oracle check " << (cli.no_check ? "SKIPPED (--no-check)" : "before timing") << "\n";
+  std::cout << "copy bandwidth " << fmt(copy, 1) << " GB/s (" << (bench::default_copy_bytes() >> 20)
+            << " MiB device-to-device, read + write)\n";
+  std::vector<bench::Ceiling> ceilings;
+  if (cli.ceilings) {
+    ceilings = bench::streaming_ceilings(bench::default_copy_bytes() / 4, 10, copy);
+    for (const auto& c : ceilings)
+      std::cout << "  ceiling " << std::left << std::setw(48) << c.name << std::right << fmt(c.ms) << " ms "
+                << std::setw(9) << fmt(c.gbps, 1) << " GB/s " << std::setw(6) << fmt(100 * c.share_of_copy, 1)
+                << "% of copy\n";
+  }
+
+  int failures = 0;
+  std::vector<ProblemResult> results;
+  for (const Problem& p : problems) {
+    ProblemResult pr;
+    pr.descriptor = to_descriptor(p);
+    pr.op = op_dir_name(p);
+    pr.flops = flops(p);
+    pr.bytes = static_cast<double>(min_bytes(p));
+    pr.roof_ms = pr.bytes / (copy * 1e6);  // bandwidth roof; no matrix-core roof for these operators yet
+    pr.calls_per_step = calls.count(pr.descriptor) ? calls.at(pr.descriptor) : 0;
+    std::vector<Arm*> live;
+    for (const auto& a : arms) {
+      ArmResult ar;
+      ar.arm = a->name();
+      ar.timer = a->timer();
+      try {
+        ar.skipped = a->setup(p);
+        if (ar.skipped.empty()) {
+          ar.check = cli.no_check ? "skipped (--no-check)" : a->check();
+          if (ar.check.rfind("failed", 0) == 0) {
+            ++failures;
+            ar.skipped = "oracle check " + ar.check;
+          }
+        }
+      } catch (const InputError&) {
+        throw;
+      } catch (const std::exception& e) {
+        ar.skipped = std::string("error: ") + e.what();
+      }
+      if (ar.skipped.empty()) live.push_back(a.get());
+      pr.arms.push_back(ar);
+    }
+    // Rounds: every live arm once, in the balanced order.
+    std::vector<std::vector<double>> samples(live.size());
+    const auto t0 = Clock::now();
+    stats::StopRule rule{cli.target, cli.budget_s, cli.min_rounds, cli.max_rounds};
+    stats::Stop stop = live.empty() ? stats::Stop::budget : stats::Stop::running;
+    std::string error;
+    try {
+      while (stop == stats::Stop::running) {
+        for (int k : stats::balanced_order(static_cast<int>(live.size()), pr.rounds))
+          samples[static_cast<std::size_t>(k)].push_back(live[static_cast<std::size_t>(k)]->sample());
+        ++pr.rounds;
+        stop = stats::should_stop(samples, seconds_since(t0), rule);
+        if (stop == stats::Stop::budget && pr.rounds < 2) stop = stats::Stop::running;  // an interval needs 2
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+      ++failures;
+    }
+    pr.stop = !error.empty() ? "error: " + error : live.empty() ? "nothing to time" : stats::name(stop);
+    for (auto& s : samples) s.resize(static_cast<std::size_t>(pr.rounds));  // whole rounds only
+    std::size_t k = 0;
+    for (auto& ar : pr.arms) {
+      if (!ar.skipped.empty()) continue;
+      ar.samples = samples[k++];
+      if (ar.samples.empty()) {
+        ar.skipped = "no sample (" + pr.stop + ")";
+        continue;
+      }
+      ar.time = stats::time_interval(ar.samples);
+      if (k > 1) {
+        ar.ratio = stats::ratio_interval(ar.samples, samples[0]);
+        ar.has_ratio = true;
+      }
+    }
+    results.push_back(pr);
+  }
+
+  // The table.
+  std::cout << "\n"
+            << std::left << std::setw(46) << "problem" << std::setw(10) << "arm" << std::right << std::setw(11)
+            << "time ms" << std::setw(24) << "95% interval" << std::setw(9) << "TFLOP/s" << std::setw(9) << "GB/s"
+            << std::setw(7) << "%roof" << std::setw(28) << "ratio to first [95%]" << std::setw(7) << "n"
+            << "  stop\n";
+  for (const auto& pr : results) {
+    for (const auto& a : pr.arms) {
+      std::cout << std::left << std::setw(46) << pr.descriptor << std::setw(10) << a.arm << std::right;
+      if (!a.skipped.empty()) {
+        std::cout << "  not timed: " << a.skipped << "\n";
+        continue;
+      }
+      const double ms = a.time.center;
+      std::cout << std::setw(11) << fmt(ms) << std::setw(24) << ("[" + fmt(a.time.lo) + ", " + fmt(a.time.hi) + "]")
+                << std::setw(9) << fmt(pr.flops / (ms * 1e9), 3) << std::setw(9) << fmt(pr.bytes / (ms * 1e6), 1)
+                << std::setw(7) << fmt(100 * pr.roof_ms / ms, 1) << std::setw(28)
+                << (a.has_ratio ? fmt(a.ratio.center, 3) + " [" + fmt(a.ratio.lo, 3) + ", " + fmt(a.ratio.hi, 3) + "]"
+                                : std::string("-"))
+                << std::setw(7) << a.samples.size() << "  " << pr.stop << "\n";
+    }
+  }
+  // Step totals per operator-direction (corpus mode): sum of calls x time.
+  if (cli.corpus) {
+    std::map<std::pair<std::string, std::string>, double> step;
+    for (const auto& pr : results)
+      for (const auto& a : pr.arms)
+        if (a.skipped.empty()) step[{pr.op, a.arm}] += pr.calls_per_step * a.time.center;
+    std::cout << "\nper training step (calls per step x time), configurations";
+    for (const auto& c : cli.selection.configs) std::cout << " " << c;
+    std::cout << ":\n";
+    for (const auto& [key, ms] : step)
+      std::cout << "  " << std::left << std::setw(28) << key.first << std::setw(10) << key.second << std::right
+                << std::setw(12) << fmt(ms, 3) << " ms\n";
+  }
+  std::cout << "\ntime: geometric mean of the samples (the median under log-symmetric noise); intervals: Student t "
+               "on log times; ratios: paired per round\n"
+            << "%roof: the problem's minimum bytes at the copy bandwidth, as a share of the time\n";
+
+  nlohmann::json j{{"backend", kernels::backend_name()},
+                   {"copy_gbps", copy},
+                   {"cache", flush ? "flushed" : "warm"},
+                   {"flush_bytes", flush ? flush->bytes() : 0},
+                   {"oracle_check", cli.no_check ? "skipped" : "before timing"},
+                   {"target", cli.target},
+                   {"budget_s", cli.budget_s},
+                   {"min_sample_ms", cli.min_sample_ms},
+                   {"arms", cli.arms},
+                   {"seconds", seconds_since(t_start)},
+                   {"failures", failures}};
+  j["ceilings"] = nlohmann::json::array();
+  for (const auto& c : ceilings)
+    j["ceilings"].push_back({{"name", c.name}, {"ms", c.ms}, {"gbps", c.gbps}, {"share_of_copy", c.share_of_copy}});
+  j["problems"] = nlohmann::json::array();
+  for (const auto& pr : results) {
+    nlohmann::json jp{{"problem", pr.descriptor}, {"op", pr.op},         {"flops", pr.flops},
+                      {"min_bytes", pr.bytes},    {"roof_ms", pr.roof_ms}, {"rounds", pr.rounds},
+                      {"stop", pr.stop},          {"calls_per_step", pr.calls_per_step}};
+    jp["arms"] = nlohmann::json::array();
+    for (const auto& a : pr.arms) {
+      nlohmann::json ja{{"arm", a.arm}, {"timer", a.timer}, {"check", a.check}};
+      if (!a.skipped.empty()) {
+        ja["not_timed"] = a.skipped;
+      } else {
+        ja["samples_ms"] = a.samples;
+        ja["time_ms"] = {{"center", a.time.center}, {"lo", a.time.lo}, {"hi", a.time.hi}, {"n", a.time.n}};
+        ja["median_ms"] = stats::median(a.samples);
+        ja["tflops"] = pr.flops / (a.time.center * 1e9);
+        ja["gbps"] = pr.bytes / (a.time.center * 1e6);
+        ja["share_of_roof"] = pr.roof_ms / a.time.center;
+        if (a.has_ratio) ja["ratio"] = {{"center", a.ratio.center}, {"lo", a.ratio.lo}, {"hi", a.ratio.hi}};
+      }
+      jp["arms"].push_back(ja);
+    }
+    j["problems"].push_back(jp);
+  }
+  if (!cli.json.empty()) write_file_atomic(cli.json, j.dump(1) + "\n");
+  if (!cli.svg.empty()) write_file_atomic(cli.svg, ratio_svg(results));
+  return failures ? 1 : 0;
+}
+
+}  // namespace kgate

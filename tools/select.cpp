@@ -1,0 +1,62 @@
+#include "tools/select.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "corpus/bitwise.hpp"
+#include "reference/descriptor.hpp"
+#include "reference/error.hpp"
+#include "tools/gate.hpp"
+#include "tools/verify.hpp"
+
+namespace kgate {
+
+bool filter_matches(const corpus::Entry& e, const Problem& p, const std::vector<std::string>& filters) {
+  const std::string od = op_dir_name(p);
+  const std::string op = od.substr(0, od.find('.')), dir = od.substr(od.find('.') + 1);
+  for (const std::string& f : filters) {
+    const auto eq = f.find('=');
+    if (eq == std::string::npos) throw InputError("--filter", "expected KEY=VALUE, got '" + f + "'");
+    const std::string k = f.substr(0, eq), v = f.substr(eq + 1);
+    bool ok = false;
+    if (k == "op") ok = op == v || od == v;
+    else if (k == "dir") ok = dir == v;
+    else if (k == "dtype") ok = gate::dtype_label(p).find(v) != std::string::npos;
+    else if (k == "site") ok = std::any_of(e.sites.begin(), e.sites.end(), [&](const std::string& s) { return s.find(v) != std::string::npos; });
+    else if (k == "config") ok = e.config == v;
+    else if (k == "form") ok = std::string(kgate::name(e.form)) == v;
+    else throw InputError("--filter", "unknown key '" + k + "' (op, dir, dtype, site, config, form)");
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::vector<Problem> select_corpus(const Selection& s, bool require_some) {
+  const auto entries = corpus::load_shapes(s.corpus);
+  for (const std::string& c : s.configs)
+    if (std::none_of(entries.begin(), entries.end(), [&](const corpus::Entry& e) { return e.config == c; }))
+      throw InputError("--config", "no configuration '" + c + "' in " + s.corpus);
+  std::vector<Problem> work;
+  std::set<std::string> seen;
+  for (const auto& e : entries) {
+    if (std::find(s.configs.begin(), s.configs.end(), e.config) == s.configs.end()) continue;
+    if (!filter_matches(e, e.problem, s.filters)) continue;
+    const Problem p = s.full ? e.problem : reduce_extents(e.problem, s.flop_budget);
+    if (seen.insert(to_descriptor(p)).second) work.push_back(p);
+  }
+  if (require_some && work.empty()) throw InputError("--filter", "selects no problem");
+  return work;
+}
+
+std::vector<Problem> select_bitwise(const std::string& path, const std::vector<std::string>& filters) {
+  std::vector<Problem> out;
+  for (const auto& b : corpus::load_bitwise(path)) {
+    corpus::Entry e;
+    e.descriptor = b.descriptor;
+    e.problem = b.problem;
+    if (filter_matches(e, b.problem, filters)) out.push_back(b.problem);
+  }
+  return out;
+}
+
+}  // namespace kgate

@@ -1,0 +1,21 @@
+# Runs the command after `--` and passes when its exit code is EXPECT_RC and
+# (when given) its output matches the regex EXPECT_OUT.
+#   cmake -DEXPECT_RC=1 -DEXPECT_OUT=regex -P expect_exit.cmake -- cmd args...
+set(cmd "")
+set(seen FALSE)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE 1 ${last})
+  if(seen)
+    list(APPEND cmd "${CMAKE_ARGV${i}}")
+  elseif("${CMAKE_ARGV${i}}" STREQUAL "--")
+    set(seen TRUE)
+  endif()
+endforeach()
+execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(NOT rc STREQUAL "${EXPECT_RC}")
+  message(FATAL_ERROR "exit code ${rc}, expected ${EXPECT_RC}")
+endif()
+if(DEFINED EXPECT_OUT AND NOT "${out}${err}" MATCHES "${EXPECT_OUT}")
+  message(FATAL_ERROR "output does not match '${EXPECT_OUT}'")
+endif()
