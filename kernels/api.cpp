@@ -64,4 +64,15 @@ std::map<Role, Tensor> run(const Problem& p, const Plan& pl, const std::map<Role
   throw std::invalid_argument("run: " + is_supported(p).reason);
 }
 
+std::vector<BoundaryProblem> boundary_problems(const std::string& op_dir) {
+  if (op_dir == "groupnorm.fwd") return groupnorm_boundary_problems(GnDir::fwd);
+  if (op_dir == "groupnorm.bwd") return groupnorm_boundary_problems(GnDir::bwd);
+  return {};
+}
+
+std::vector<std::string> unreachable_branches(const std::string& op_dir) {
+  if (op_dir.rfind("groupnorm.", 0) == 0) return groupnorm_unreachable_branches();
+  return {};
+}
+
 }  // namespace kgate::kernels

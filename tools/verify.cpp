@@ -22,6 +22,7 @@
 #include "kernels/api.hpp"
 #include "tools/bitwise_cmd.hpp"
 #include "tools/gate.hpp"
+#include "tools/gate_problems.hpp"
 
 namespace kgate {
 
@@ -33,7 +34,7 @@ void add_verify_options(CLI::App& cmd, VerifyOptions& opt) {
       ->check(CLI::IsMember({"auto", "host", "hip", "cuda"}))
       ->capture_default_str();
   cmd.add_option("--filter", opt.filters, "KEY=VALUE (op, dir, dtype, site, config, form); repeatable, all must match");
-  cmd.add_option("--config", opt.configs, "configurations to run (A B C D)")->capture_default_str();
+  cmd.add_option("--config", opt.configs, "configurations to run (A B C D, and plan: the kernels' boundary problems)")->capture_default_str();
   cmd.add_flag("--full", opt.full, "full extents (for GPU backends)");
   cmd.add_option("--flop-budget", opt.flop_budget, "reduced extents: cost cap per problem")->capture_default_str();
   cmd.add_option("--jobs,-j", opt.jobs, "problems run in parallel")->check(CLI::Range(1, 256))->capture_default_str();
@@ -182,7 +183,8 @@ int run_verify(const VerifyOptions& opt) {
   if (opt.backend != "auto" && opt.backend != kernels::backend_name())
     throw InputError("--backend", opt.backend + " is not available in this build (it runs the " +
                                       kernels::backend_name() + " backend)");
-  const auto entries = corpus::load_shapes(opt.corpus);
+  auto entries = corpus::load_shapes(opt.corpus);
+  for (auto& e : gate::plan_entries()) entries.push_back(std::move(e));
   for (const std::string& c : opt.configs)
     if (std::none_of(entries.begin(), entries.end(), [&](const corpus::Entry& e) { return e.config == c; }))
       throw InputError("--config", "no configuration '" + c + "' in " + opt.corpus);
@@ -193,7 +195,9 @@ int run_verify(const VerifyOptions& opt) {
   for (const auto& e : entries) {
     if (std::find(opt.configs.begin(), opt.configs.end(), e.config) == opt.configs.end()) continue;
     if (!matches(e, e.problem, opt.filters)) continue;
-    const Problem p = opt.full ? e.problem : reduce_extents(e.problem, opt.flop_budget);
+    // Plan-derived problems keep their extents: they are the boundaries.
+    const bool keep = opt.full || e.config == gate::kPlanConfig;
+    const Problem p = keep ? e.problem : reduce_extents(e.problem, opt.flop_budget);
     if (seen.insert(to_descriptor(p)).second) work.push_back(p);
   }
   if (work.empty()) throw InputError("--filter", "selects no problem");
