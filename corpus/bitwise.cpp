@@ -1,5 +1,8 @@
 #include "corpus/bitwise.hpp"
 
+#include <cmath>
+#include <stdexcept>
+
 #include "corpus/corpus_file.hpp"
 #include "corpus/unet.hpp"
 #include "reference/conv3d/ref.hpp"
@@ -38,22 +41,59 @@ std::vector<Problem> bitwise_problems() {
         }
       }
   }
+  // GroupNorm forward: constant groups; eps = 2^-16 (a power of 4) makes
+  // rstd = 2^8 exact as well. Backward: unit deltas with eps = 3 (variance
+  // 1, rstd 1/2) and groups of a power-of-two size: every output exact.
   for (const char* d : {"groupnorm.fwd bf16 n1 c64 g8 d4 relu", "groupnorm.fwd fp16:fp16 n2 c24 g3 d3 h4 w5",
-                        "groupnorm.fwd fp32 n1 c16 g4 d5 relu noaffine"})
+                        "groupnorm.fwd fp32 n1 c16 g4 d5 relu noaffine",
+                        "groupnorm.fwd bf16 n2 c64 g8 d3 h4 w5 relu eps1.52587890625e-05",
+                        "groupnorm.fwd fp16:fp16 n1 c24 g3 d4 eps1.52587890625e-05",
+                        "groupnorm.bwd bf16 n1 c64 g8 d4 relu eps3", "groupnorm.bwd fp16:fp16 n2 c24 g3 d2 h4 w4 eps3",
+                        "groupnorm.bwd fp32 n1 c16 g4 d4 relu noaffine eps3", "groupnorm.bwd bf16:bf16 n3 c6 g6 d2 eps3"})
     out.push_back(parse_descriptor(d));
   return out;
 }
 
 Fill bitwise_fill(const Problem& p) {
   if (std::holds_alternative<ConvProblem>(p)) return lattice_fill(p, kBitwiseSeed);
+  if (std::get<GroupNormProblem>(p).dir == GnDir::bwd) return parse_fill("gn_exact:unit=1", kBitwiseSeed);
   return parse_fill("gn_exact:constant=1", kBitwiseSeed);
 }
 
 namespace {
 
-// The outputs a bitwise entry digests: every conv output; GroupNorm's y and mean.
+bool power_of_two(double v) {
+  int e = 0;
+  return v > 0 && std::frexp(v, &e) == 0.5;
+}
+
+// 1/sqrt(eps) is exact (in fp32 and fp64) when eps is a power of 4.
+bool rstd_exact(const GroupNormProblem& g) {
+  int e = 0;
+  return power_of_two(g.eps) && (std::frexp(g.eps, &e), ((e - 1) % 2 + 2) % 2 == 0);
+}
+
+// The outputs a bitwise entry digests: every conv output; GroupNorm
+// forward's y and mean, and rstd when eps is a power of 4; every GroupNorm
+// backward output (make_bitwise_entry checks that the entry is exact).
 bool exact_role(const Problem& p, Role r) {
-  return std::holds_alternative<ConvProblem>(p) || r == Role::y || r == Role::mean;
+  const auto* g = std::get_if<GroupNormProblem>(&p);
+  if (!g || g->dir == GnDir::bwd) return true;
+  return r == Role::y || r == Role::mean || (r == Role::rstd && rstd_exact(*g));
+}
+
+// A GroupNorm backward is exact in any order when the fed rstd values and
+// the group size M are powers of two (then c2 = -A r^3/M, c3 = -B r/M and
+// every sum of the small-integer terms are exact).
+void check_backward_exact(const BitwiseEntry& e, const std::map<Role, Tensor>& in) {
+  const auto* g = std::get_if<GroupNormProblem>(&e.problem);
+  if (!g || g->dir != GnDir::bwd) return;
+  bool ok = power_of_two(static_cast<double>(g->group_size()));
+  const Tensor& r = in.at(Role::rstd);
+  for (std::int64_t i = 0; i < r.numel(); ++i) ok = ok && power_of_two(r.get(i));
+  if (!ok)
+    throw std::logic_error("bitwise entry '" + e.descriptor +
+                           "': a GroupNorm backward entry needs a power-of-two group size and rstd (unit deltas, eps = 3)");
 }
 
 }  // namespace
@@ -70,7 +110,9 @@ std::map<Role, Tensor> bitwise_expected(const Problem& p, const std::map<Role, T
 
 BitwiseEntry make_bitwise_entry(const Problem& p) {
   BitwiseEntry e{to_descriptor(p), p, bitwise_fill(p), {}};
-  for (const auto& [r, t] : bitwise_expected(p, bitwise_inputs(e))) e.digests[r] = digest(t);
+  const auto in = bitwise_inputs(e);
+  check_backward_exact(e, in);
+  for (const auto& [r, t] : bitwise_expected(p, in)) e.digests[r] = digest(t);
   return e;
 }
 

@@ -2,9 +2,13 @@
 // generator, with the XXH3-128 digest of the expected output. On these
 // inputs every partial sum is exact, so any correct kernel, whatever its
 // reduction order, reproduces each digest bit for bit (tier 1 stored as
-// digests). GroupNorm enters with constant groups (gn_exact constant=1):
-// y = relu(beta) and mean are exact; rstd is not (a square root), so only
-// the exact outputs carry a digest.
+// digests). GroupNorm forward enters with constant groups (gn_exact
+// constant=1): y = relu(beta) and mean are exact, and rstd = 1/sqrt(eps)
+// when eps is a power of 4 (entries with eps = 2^-16); only exact outputs
+// carry a digest. GroupNorm backward enters with unit deltas (gn_exact
+// unit=1: variance 1) and eps = 3, so the fed rstd is 1/2, and groups of a
+// power-of-two size: dx, dgamma and dbeta are exact in any order of the
+// sums (make_bitwise_entry refuses an entry that is not).
 #pragma once
 
 #include <map>
@@ -29,8 +33,8 @@ struct BitwiseEntry {
 // extents, the adapter form, groups / dilation / stride / asymmetric padding.
 std::vector<Problem> bitwise_problems();
 
-// The exact fill of a problem (lattice for conv, constant gn_exact for
-// GroupNorm) with the corpus seed.
+// The exact fill of a problem (lattice for conv, constant gn_exact for the
+// GroupNorm forward, unit gn_exact for its backward) with the corpus seed.
 Fill bitwise_fill(const Problem& p);
 
 // Computes the expected digests from the fp64 reference (exact on these

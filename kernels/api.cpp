@@ -71,4 +71,15 @@ std::map<Role, Tensor> run(const Problem& p, const Plan& pl, const std::map<Role
   return conv_run(std::get<ConvProblem>(p), pl, inputs, opt);
 }
 
+std::vector<BoundaryProblem> boundary_problems(const std::string& op_dir) {
+  if (op_dir == "groupnorm.fwd") return groupnorm_boundary_problems(GnDir::fwd);
+  if (op_dir == "groupnorm.bwd") return groupnorm_boundary_problems(GnDir::bwd);
+  return {};
+}
+
+std::vector<std::string> unreachable_branches(const std::string& op_dir) {
+  if (op_dir.rfind("groupnorm.", 0) == 0) return groupnorm_unreachable_branches();
+  return {};
+}
+
 }  // namespace kgate::kernels

@@ -87,4 +87,24 @@ Plan plan(const Problem& p);
 std::map<Role, Tensor> run(const Problem& p, const Plan& plan, const std::map<Role, const Tensor*>& inputs,
                            const RunOptions& opt = {});
 
+// A problem chosen by a plan's own rules so that one branch or boundary of
+// the kernel happens (a ragged last chunk, a column-pass count, a vector
+// width, a split count, the smallest or largest group, ...).
+struct BoundaryProblem {
+  Problem problem;
+  std::string why;  // the branch or boundary, in a few words
+};
+// For one operator-direction ("groupnorm.fwd", "conv3d.bwd_data", ...): the
+// problems that make every branch the plan can select and every boundary of
+// it happen, each as small as the plan's rules allow, every one supported.
+// Derived from the same constants and rules as plan(), so they follow the
+// kernels as they change; the gate (`kgate verify`) runs them beside the
+// corpus. A branch no affordable problem reaches is named in
+// unreachable_branches instead. Empty for an operator-direction without a
+// kernel.
+std::vector<BoundaryProblem> boundary_problems(const std::string& op_dir);
+// Branches of op_dir's plan that no boundary problem reaches on the host
+// backend, each with the reason and the test that covers it otherwise.
+std::vector<std::string> unreachable_branches(const std::string& op_dir);
+
 }  // namespace kgate::kernels

@@ -44,13 +44,20 @@ double probabilistic_relative(const ReductionPlan& plan, DType src, double lambd
   return std::expm1(lambda * std::sqrt(d * u * u + up * up) + d * u * u / (1.0 - u));
 }
 
+double output_subnormal_floor(DType dst) {
+  switch (dst) {
+    case DType::fp16: return std::ldexp(1.0, -25);
+    case DType::bf16: return std::ldexp(1.0, -134);
+    default: return 0.0;
+  }
+}
+
 double underflow_floor(const ReductionPlan& plan, DType src, DType dst) {
-  (void)dst;
   const double d = static_cast<double>(term_depth(plan, src));
   const double eta = plan.acc == DType::fp64 ? std::ldexp(1.0, -1074) : std::ldexp(1.0, -149);
   // Each rounding in the subnormal range errs by at most half a quantum; a
   // product of two tiny fp32 numbers can flush entirely: bound by 2^-126 per step.
-  return d * (plan.acc == DType::fp64 ? eta : std::ldexp(1.0, -126));
+  return d * (plan.acc == DType::fp64 ? eta : std::ldexp(1.0, -126)) + output_subnormal_floor(dst);
 }
 
 double reference_relative(std::int64_t k) { return gamma(static_cast<double>(k), std::ldexp(1.0, -53)); }

@@ -40,9 +40,15 @@ double hm_lambda(double roundings, double u, double p_false = 1e-6);
 // one extra rounding of the narrower partial with u_p).
 double probabilistic_relative(const ReductionPlan& plan, DType src, double lambda);
 
-// Absolute floor for fp32-accumulator underflow: D * 2^-126 * (1 + ...) for an
-// fp32 accumulator, D * 2^-1022 for fp64; subnormals of a bf16 (2^-133) or
-// fp16 (2^-24 quantum) output are covered by u_out*|y| plus this floor.
+// Half the subnormal quantum of a bf16 or fp16 output (2^-134, 2^-25): the
+// absolute error of rounding a result below the dtype's smallest normal
+// once, which u_out*|y| does not cover there. 0 for fp32 and fp64 outputs
+// (their rounding is one of the accumulator's, covered by underflow_floor).
+double output_subnormal_floor(DType dst);
+
+// Absolute floor for underflow: D * 2^-126 for an fp32 accumulator (D *
+// 2^-1074 for fp64), plus output_subnormal_floor(dst) for the output's own
+// rounding.
 double underflow_floor(const ReductionPlan& plan, DType src, DType dst);
 
 // Error of the fp64 reference itself: gamma_K(2^-53) * A_i (the reference

@@ -21,7 +21,8 @@
 //   d_c3 <= d_c2 |mu| + d_sum2 r / M + gamma_6 (|c2 mu| + |sum2| r / M)
 //   d_dx_i <= d_c2 |x_i| + d_c3 + gamma_6 (r |g dy_i| + |c2 x_i| + |c3|)
 // and the result is multiplied by (1 + 8u) for the second-order terms, then
-// u_out |dx_i| is added for the store. dgamma_c = sum_n r (sum dy x - mu
+// u_out |dx_i| + eta_out is added for the store (eta_out: half the subnormal
+// quantum of dx's dtype, output_subnormal_floor; y's bound adds it too). dgamma_c = sum_n r (sum dy x - mu
 // sum dy) is bounded by gamma_{D+4} sum_n r sum |dy| (|x| + |mu|) and
 // dbeta_c = sum dy by gamma_D sum |dy|, D the depth of the per-channel
 // reduction over N*D*H*W. With the fused ReLU, dy is masked by [y_fwd > 0]
@@ -86,6 +87,7 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
   const double u = unit_roundoff(plan.acc);
   const std::int64_t D = plan.depth();
   const double u_out = output_u(candidate.dtype());
+  const double eta_out = output_subnormal_floor(candidate.dtype());  // y, dx below the smallest normal
   const double Dd = static_cast<double>(D);
 
   ElementwiseCheck c;
@@ -136,7 +138,7 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
       const double xhat = std::fabs((x - mu) * r);
       const double cond = gc * r * (std::fabs(x) + meanabs[ng]);
       c.bound2[i] = gc * (g5 * r * (std::fabs(x) + meanabs[ng]) + 0.5 * xhat * dvar[ng]) * (1 + 4 * u) +
-                    u * (bc + y) + u_out * y;
+                    u * (bc + y) + u_out * y + eta_out;
       c.scale[i] = u * sqd * cond;
     }
   } else if (!bwd && output == Role::mean) {
@@ -194,7 +196,7 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
       const double ac2 = std::fabs(c2[ng]) + dc2[ng], ac3 = std::fabs(c3[ng]) + dc3[ng];
       double e = dc2[ng] * x + dc3[ng] + g6 * (r * gd + ac2 * x + ac3);
       if (mask.ambiguous[i]) e += r * gd;  // its own r*gamma*dy may be in or out
-      c.bound2[i] = e * (1 + 8 * u) + u_out * std::fabs(reference.get(i));
+      c.bound2[i] = e * (1 + 8 * u) + u_out * std::fabs(reference.get(i)) + eta_out;
       c.scale[i] = u * sqd * (r * gd + ac2 * x + ac3);
     }
   } else if (bwd && (output == Role::dgamma || output == Role::dbeta)) {

@@ -142,7 +142,9 @@ Report compare_conv(const ConvProblem& problem, Role output, const Tensor& refer
 // Forward (docs/NUMERICS.md), with r = rstd, mu = mean, xhat_i = (x_i - mu) r,
 // meanabs = mean |x| over the group, kappa = meanabs * r:
 //   tol_i = |g_c| [gamma_{D+5} r (|x_i| + meanabs) + 0.5 |xhat_i| dvar]
-//           + u (|beta_c| + |y_i|) + u_out |y_i|
+//           + u (|beta_c| + |y_i|) + u_out |y_i| + eta_out
+// (eta_out = output_subnormal_floor(dst): a y below the dtype's smallest
+// normal errs by up to half a subnormal quantum when stored)
 //   dvar  = (gamma_{D+4} (3 var + 4 sqrt(var) meanabs) + (gamma_D meanabs)^2
 //            + 2u (var + eps)) / (var + eps)
 // (mean error <= gamma_D meanabs; the centred squares of a two-pass or

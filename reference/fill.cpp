@@ -50,7 +50,7 @@ std::vector<std::string> params_of(FillKind k) {
     case FillKind::signed_:
     case FillKind::positive: return {"scale"};
     case FillKind::lattice: return {"density"};
-    case FillKind::gn_exact: return {"mean", "constant"};
+    case FillKind::gn_exact: return {"mean", "constant", "unit"};
     case FillKind::gn_sweep: return {"mean", "sigma"};
   }
   return {};
@@ -67,13 +67,14 @@ double& param_ref(Fill& f, const std::string& p) {
 
 double param_value(const Fill& f, const std::string& p) {
   if (p == "constant") return f.constant ? 1.0 : 0.0;
+  if (p == "unit") return f.unit ? 1.0 : 0.0;
   return param_ref(const_cast<Fill&>(f), p);
 }
 
 void set_param(Fill& f, const std::string& p, double v, const std::string& field) {
-  if (p == "constant") {
-    if (v != 0.0 && v != 1.0) throw InputError(field, "constant must be 0 or 1");
-    f.constant = v != 0.0;
+  if (p == "constant" || p == "unit") {
+    if (v != 0.0 && v != 1.0) throw InputError(field, p + " must be 0 or 1");
+    (p == "constant" ? f.constant : f.unit) = v != 0.0;
     return;
   }
   if (!std::isfinite(v)) throw InputError(field, "must be finite");
@@ -95,6 +96,7 @@ void check_fill(const Fill& f, const std::string& where) {
     case FillKind::gn_exact:
       if (std::fabs(f.mean) > 0x1p20 || f.mean != std::rint(f.mean))
         throw InputError(where + ".mean", "must be an integer of magnitude <= 2^20");
+      if (f.constant && f.unit) throw InputError(where + ".unit", "constant groups have no deltas (unit needs constant=0)");
       break;
     case FillKind::gn_sweep:
       if (!(f.sigma > 0)) throw InputError(where + ".sigma", "must be > 0");
@@ -279,7 +281,7 @@ void fill_tensor(const Fill& f, const Problem& p, Role role, Tensor& t) {
         double delta = 0;
         if (!f.constant && !(M % 2 == 1 && tpos == M - 1)) {
           const std::uint64_t h = counter_hash(seed, Role::x, ng * (M / 2 + 1) + tpos / 2);
-          delta = static_cast<double>(1 + h % 4) * q;
+          delta = f.unit ? ((h >> 8) & 1 ? q : -q) : static_cast<double>(1 + h % 4) * q;
         }
         t.set(i, tpos % 2 == 0 ? m + delta : m - delta);
       }

@@ -25,7 +25,10 @@
 //                     m + delta_j and m - delta_j with integer delta_j in
 //                     [1, 4] (an odd last element is m): mean and variance are
 //                     exact in any summation order. constant=1 makes every
-//                     delta 0 (the output must equal beta).
+//                     delta 0 (the output must equal beta). unit=1 makes
+//                     every delta +-q (random sign; q the spacing below):
+//                     a group of even size has variance q^2 exactly, so
+//                     with eps = 3 q^2 its rstd is 1/(2q), exact.
 //   gn_sweep(mean, sigma)  GroupNorm x = mean + sigma*u, u in [-1, 1):
 //                     cancellation sweeps (mean/sigma from 1 to 1e6).
 // Roles other than the main operand (gamma, beta, dy, bias) get small
@@ -53,12 +56,13 @@ struct Fill {
   double density = 1.0;          // lattice: probability a sparse-operand element is nonzero
   double mean = 0.0, sigma = 1.0;  // gn_exact (mean), gn_sweep (mean, sigma)
   bool constant = false;         // gn_exact
+  bool unit = false;             // gn_exact: deltas +-1
 
   bool operator==(const Fill&) const = default;
 };
 
 // Parses "signed", "positive:scale=4", "uniform:lo=-2,hi=3", "lattice",
-// "lattice:density=0.25", "gn_exact:mean=1024", "gn_sweep:mean=1e4,sigma=1"
+// "lattice:density=0.25", "gn_exact:mean=1024", "gn_exact:unit=1", "gn_sweep:mean=1e4,sigma=1"
 // (seed given separately). Throws InputError(field "fill").
 Fill parse_fill(std::string_view text, std::uint64_t seed);
 // The text form (without the seed); parse_fill(fill_string(f), f.seed) == f.

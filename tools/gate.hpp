@@ -22,6 +22,14 @@ namespace kgate::gate {
 using oracle::State;
 bool is_failure(State s);
 
+// The verdict an output earns under one fill: the report's state, except that
+// "untrusted" only because the reference itself is (nearly) all zeros counts
+// as passed: every tier and the NaN/Inf check still had to pass, and such a
+// comparison proves nothing about any kernel (a group of one element, dgamma
+// of constant groups, y = beta = 0 without affine); the other fills pin that
+// output.
+State verdict(const oracle::Report& r);
+
 struct RoleResult {
   std::string role;
   oracle::Report report;
@@ -49,7 +57,8 @@ struct Result {
 };
 
 // The fills the gate runs by default for a problem: the exact fill (lattice
-// for conv, gn_exact for GroupNorm) and a signed random fill.
+// for conv, gn_exact for GroupNorm), a signed random fill, then the pinning
+// fills (gate_problems.hpp).
 std::vector<Fill> default_fills(const Problem& p, std::uint64_t seed);
 
 // An error of the run, not a verdict on the kernel (an allocation failed):

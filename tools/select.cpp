@@ -7,6 +7,7 @@
 #include "reference/descriptor.hpp"
 #include "reference/error.hpp"
 #include "tools/gate.hpp"
+#include "tools/gate_problems.hpp"
 #include "tools/verify.hpp"
 
 namespace kgate {
@@ -32,7 +33,8 @@ bool filter_matches(const corpus::Entry& e, const Problem& p, const std::vector<
 }
 
 std::vector<Problem> select_corpus(const Selection& s, bool require_some) {
-  const auto entries = corpus::load_shapes(s.corpus);
+  auto entries = corpus::load_shapes(s.corpus);
+  for (auto& e : gate::plan_entries()) entries.push_back(std::move(e));
   for (const std::string& c : s.configs)
     if (std::none_of(entries.begin(), entries.end(), [&](const corpus::Entry& e) { return e.config == c; }))
       throw InputError("--config", "no configuration '" + c + "' in " + s.corpus);
@@ -41,7 +43,9 @@ std::vector<Problem> select_corpus(const Selection& s, bool require_some) {
   for (const auto& e : entries) {
     if (std::find(s.configs.begin(), s.configs.end(), e.config) == s.configs.end()) continue;
     if (!filter_matches(e, e.problem, s.filters)) continue;
-    const Problem p = s.full ? e.problem : reduce_extents(e.problem, s.flop_budget);
+    // Plan-derived problems keep their extents: they are the boundaries.
+    const bool keep = s.full || e.config == gate::kPlanConfig;
+    const Problem p = keep ? e.problem : reduce_extents(e.problem, s.flop_budget);
     if (seen.insert(to_descriptor(p)).second) work.push_back(p);
   }
   if (require_some && work.empty()) throw InputError("--filter", "selects no problem");

@@ -39,7 +39,7 @@ void add_verify_options(CLI::App& cmd, VerifyOptions& opt) {
       ->check(CLI::IsMember({"auto", "host", "hip", "cuda"}))
       ->capture_default_str();
   cmd.add_option("--filter", opt.filters, "KEY=VALUE (op, dir, dtype, site, config, form); repeatable, all must match");
-  cmd.add_option("--config", opt.configs, "configurations to run (A B C D)")->capture_default_str();
+  cmd.add_option("--config", opt.configs, "configurations to run (A B C D, and plan: the kernels' boundary problems)")->capture_default_str();
   cmd.add_flag("--full", opt.full, "full extents (for GPU backends)");
   cmd.add_option("--flop-budget", opt.flop_budget, "reduced extents: cost cap per problem")
       ->check(options::real_in(1, 1e30))

@@ -14,7 +14,8 @@ struct VerifyOptions {
   std::string corpus;                    // shapes corpus file
   std::string backend = "auto";          // auto | host | hip | cuda
   std::vector<std::string> filters;      // KEY=VALUE, all must match
-  std::vector<std::string> configs{"A", "B", "C", "D"};  // configurations to run
+  // Configurations to run: the corpus's, and "plan" (the kernels' boundary problems).
+  std::vector<std::string> configs{"A", "B", "C", "D", "plan"};
   bool full = false;                     // full extents (GPU backends)
   double flop_budget = 3e8;              // reduced extents: largest extent within this
   int jobs = 1;

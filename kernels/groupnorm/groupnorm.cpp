@@ -2,6 +2,7 @@
 // backend (the runtime picks it from the compiler).
 #include "kernels/groupnorm/groupnorm.hpp"
 
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -237,6 +238,154 @@ std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan
     out.emplace(Role::dbeta, download(dbeta, DType::fp32, {p.c}));
   }
   return out;
+}
+
+namespace {
+
+// The dtype pairs supported_pair accepts, in a fixed order.
+std::vector<std::pair<DType, DType>> supported_pairs() {
+  std::vector<std::pair<DType, DType>> out;
+  for (DType src : {DType::fp32, DType::bf16, DType::fp16})
+    for (DType dst : {DType::fp32, DType::bf16, DType::fp16})
+      if (supported_pair(src, dst)) out.emplace_back(src, dst);
+  return out;
+}
+
+// The smallest channels per group whose vector width is v (Cg = 1 is the
+// smallest group, a boundary of its own).
+std::int64_t cg_for(int v) {
+  for (std::int64_t cg = 2;; ++cg)
+    if (vector_width(cg) == v) return cg;
+}
+
+GroupNormProblem gn_problem(GnDir dir, std::int64_t n, std::int64_t c, std::int64_t cg, std::int64_t s,
+                            std::pair<DType, DType> types, int variant) {
+  GroupNormProblem p;
+  p.dir = dir;
+  p.n = n;
+  p.c = c;
+  p.groups = c / cg;
+  p.spatial = {1, 1, s};
+  p.src = types.first;
+  p.dst = types.second;
+  // Fused ReLU, affine and eps take turns, so each kernel path meets each.
+  p.relu = variant % 2 == 1;
+  p.affine = variant % 3 != 2;
+  p.eps = variant % 4 == 3 ? 0.1 : 1e-5;
+  return p;
+}
+
+// The smallest S >= 1 for which `want(geometry)` holds (channel layout of q
+// fixed), searched up to `limit` rows; 0 when none.
+template <class F>
+std::int64_t find_rows(GroupNormProblem q, std::int64_t limit, F&& want) {
+  for (std::int64_t s = 1; s <= limit; ++s) {
+    q.spatial = {1, 1, s};
+    if (want(geometry(q))) return s;
+  }
+  return 0;
+}
+
+}  // namespace
+
+// The plan's branches and where each boundary problem comes from:
+//  - every kernel instantiation: each supported dtype pair x each vector
+//    width V (chosen by vector_width from C/G), with a ragged last row batch;
+//  - every column-pass count 1..kMaxColIters, with the last pass full and
+//    ragged (idle columns; for one pass, a width not dividing kThreads, so
+//    lanes idle and the row-lane tree is not a power of two), for V = 2 and
+//    V = 1;
+//  - chunks (the split count of the finalize tree): 2 with a ragged last
+//    chunk, kThreads (a full tree), kThreads + 1 (a work-item combines two
+//    partials), and the first problem whose chunks hold more rows per
+//    work-item (the per-item halving rule);
+//  - the smallest group (one element: variance 0) and the largest group of
+//    the widest columns (G = 1, kThreads * kMaxColIters columns of kMaxV:
+//    every pass at the widest vector).
+std::vector<BoundaryProblem> groupnorm_boundary_problems(GnDir dir) {
+  std::vector<BoundaryProblem> out;
+  const auto pairs = supported_pairs();
+  int variant = 0;
+  auto add = [&](const GroupNormProblem& p, std::string why) {
+    p.validate();
+    if (!groupnorm_supported(p)) throw std::logic_error("boundary problem not supported: " + why);
+    out.push_back({Problem(p), std::move(why)});
+    ++variant;
+  };
+  auto pair_name = [](std::pair<DType, DType> t) { return std::string(name(t.first)) + ":" + std::string(name(t.second)); };
+
+  for (const auto& t : pairs)
+    for (int v : {8, 4, 2, 1}) {
+      const std::int64_t cg = cg_for(v);
+      GroupNormProblem p = gn_problem(dir, 1 + variant % 2, 2 * cg, cg, 1, t, variant);
+      const int rows_par = geometry(p).rows_par;
+      // One full row batch per lane, then a ragged one.
+      p.spatial = {1, 1, static_cast<std::int64_t>(rows_par) * (gn::kRowBatch + 1) + 1 + variant % 3};
+      add(p, "instantiation " + pair_name(t) + " V=" + std::to_string(v) + ", ragged last row batch");
+    }
+
+  // V = 2 and 1 keep C (and the backward finalize's one workgroup per
+  // channel) small; the largest group below runs every pass at kMaxV.
+  for (int k = 1; k <= gn::kMaxColIters; ++k)
+    for (int v : {2, 1})
+      for (bool ragged : {false, true}) {
+        const std::int64_t cols = static_cast<std::int64_t>(gn::kThreads) * (k - 1) + (ragged ? 37 : gn::kThreads);
+        const std::int64_t cg = v == 1 ? 1 : v;
+        GroupNormProblem p = gn_problem(dir, 1, cols * v, cg, 1, pairs[variant % pairs.size()], variant);
+        const gn::Geometry g = geometry(p);
+        p.spatial = {1, 1, static_cast<std::int64_t>(g.rows_par) * gn::kRowBatch + 2};
+        add(p, std::to_string(g.col_iters) + " column pass(es) of width " + std::to_string(g.width) +
+                   (ragged ? ", last pass ragged" : ", all passes full") + ", V=" + std::to_string(v) +
+                   ", rows_par=" + std::to_string(g.rows_par));
+      }
+
+  // Chunk counts, with the fewest elements: one row of kThreads columns.
+  GroupNormProblem wide = gn_problem(dir, 1, gn::kThreads, 1, 1, pairs[1], 0);
+  struct ChunkCase {
+    const char* why;
+    std::function<bool(const gn::Geometry&)> want;
+  };
+  const ChunkCase chunk_cases[] = {
+      {"2 chunks, the last ragged", [](const gn::Geometry& g) { return g.chunks == 2 && g.S % g.chunk_rows != 0; }},
+      {"kThreads chunks (a full finalize tree)", [](const gn::Geometry& g) { return g.chunks == gn::kThreads; }},
+      {"kThreads + 1 chunks (a work-item combines two partials), the last ragged",
+       [](const gn::Geometry& g) { return g.chunks == gn::kThreads + 1 && g.S % g.chunk_rows != 0; }},
+      {"more rows per work-item (the per-item halving stops above kRowBatch)",
+       [](const gn::Geometry& g) { return g.chunk_rows > static_cast<std::int64_t>(g.rows_par) * gn::kRowBatch; }},
+  };
+  for (const auto& cc : chunk_cases) {
+    GroupNormProblem p = wide;
+    p.relu = variant % 2 == 1;
+    p.src = pairs[variant % pairs.size()].first;
+    p.dst = pairs[variant % pairs.size()].second;
+    const std::int64_t s = find_rows(p, std::int64_t{1} << 22, cc.want);
+    if (s == 0) throw std::logic_error(std::string("no boundary problem for: ") + cc.why);
+    p.spatial = {1, 1, s};
+    add(p, std::string(cc.why) + ", chunks=" + std::to_string(geometry(p).chunks));
+  }
+
+  {
+    GroupNormProblem p = gn_problem(dir, 2, 4, 1, 1, pairs[variant % pairs.size()], variant);
+    add(p, "smallest group: one element (variance 0)");
+    const std::int64_t c = static_cast<std::int64_t>(gn::kThreads) * gn::kMaxColIters * gn::kMaxV;
+    GroupNormProblem q = gn_problem(dir, 1, c, c, 1, pairs[variant % pairs.size()], variant);
+    q.spatial = {1, 1, 37};
+    add(q, "largest group of the widest columns: G=1, " + std::to_string(c) + " channels");
+  }
+  return out;
+}
+
+std::vector<std::string> groupnorm_unreachable_branches() {
+  return {
+      "chunk_rows raised so that chunks stay <= 65535 (grid x): needs S > 65535 * rows_par * 16 rows; the plan "
+      "rule is checked without a run (GroupNormKernel.PlanLimits), the kernel paths it selects (chunk_rows a "
+      "multiple of rows_par, ragged batches) are the ones the boundary problems run",
+      "a second batch of finalize partials per work-item (chunks > kThreads * kFinalizeBatch): needs at least "
+      "kThreads * kFinalizeBatch * 16 * 256 elements; reached by `kgate verify --full` (the U-Net's d128 "
+      "GroupNorms have 4096 chunks)",
+      "groups of 2^31 elements or more: declined by is_supported (GroupNormKernel.PlanLimits); the 64-bit "
+      "offsets past 2^31 elements in total run in test_groupnorm_large",
+  };
 }
 
 }  // namespace kgate::kernels

@@ -10,5 +10,7 @@ Support groupnorm_supported(const GroupNormProblem& p);
 Plan groupnorm_plan(const GroupNormProblem& p);
 std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan,
                                      const std::map<Role, const Tensor*>& inputs, const RunOptions& opt);
+std::vector<BoundaryProblem> groupnorm_boundary_problems(GnDir dir);
+std::vector<std::string> groupnorm_unreachable_branches();
 
 }  // namespace kgate::kernels

@@ -1,7 +1,9 @@
 // GroupNorm kernels, properties that need no reference: fused ReLU equals ReLU
 // of the unfused output bit for bit, declines carry a reason, the plan is a
-// value.
+// value, the boundary problems reach every plan value, the plan's limits.
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include "kernels/api.hpp"
 #include "reference/descriptor.hpp"
@@ -75,6 +77,66 @@ TEST(GroupNormKernel, PlanIsAValue) {
   const Problem q = parse_descriptor("groupnorm.fwd bf16 n1 c64 g8 d5");
   const auto in = make_inputs(p, parse_fill("signed", 1));
   EXPECT_THROW(kernels::run(p, kernels::plan(q), ptrs(in)), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace kgate
+
+namespace kgate {
+namespace {
+
+// The boundary problems reach what the plan can select: every vector width,
+// every column-pass count, single, two, kThreads and kThreads + 1 chunks,
+// every supported dtype pair, the one-element group; each is supported.
+TEST(GroupNormKernel, BoundaryProblemsReachEveryPlanValue) {
+  for (const char* op : {"groupnorm.fwd", "groupnorm.bwd"}) {
+    const auto probs = kernels::boundary_problems(op);
+    ASSERT_FALSE(probs.empty()) << op;
+    std::set<std::int64_t> v, passes, chunks;
+    std::set<std::string> pairs, descriptors;
+    bool smallest = false;
+    for (const auto& b : probs) {
+      EXPECT_EQ(op_dir_name(b.problem), op) << b.why;
+      ASSERT_TRUE(kernels::is_supported(b.problem)) << b.why;
+      EXPECT_TRUE(descriptors.insert(to_descriptor(b.problem)).second) << "twice: " << b.why;
+      const kernels::Plan pl = kernels::plan(b.problem);
+      v.insert(pl.params.at("V"));
+      passes.insert(pl.params.at("col_iters"));
+      chunks.insert(pl.params.at("chunks"));
+      const auto& g = std::get<GroupNormProblem>(b.problem);
+      pairs.insert(std::string(name(g.src)) + ":" + std::string(name(g.dst)));
+      smallest |= g.group_size() == 1;
+    }
+    EXPECT_EQ(v, (std::set<std::int64_t>{1, 2, 4, 8})) << op;
+    EXPECT_EQ(passes, (std::set<std::int64_t>{1, 2, 3, 4})) << op;
+    for (std::int64_t c : {1, 2, 256, 257}) EXPECT_TRUE(chunks.count(c)) << op << " chunks " << c;
+    EXPECT_EQ(pairs.size(), 5u) << op;
+    EXPECT_TRUE(smallest) << op;
+  }
+  EXPECT_FALSE(kernels::unreachable_branches("groupnorm.fwd").empty());
+}
+
+// The plan's limits, checked without a run: the largest column count, batch
+// and group are supported and one more is declined; the chunk count never
+// passes the grid's 65535 even where S would need more chunks of the base size.
+TEST(GroupNormKernel, PlanLimits) {
+  auto ok = [](const std::string& d) { return kernels::is_supported(parse_descriptor(d)).ok; };
+  EXPECT_TRUE(ok("groupnorm.fwd fp32 n1 c8192 g1024 d1"));   // 1024 columns of 8
+  EXPECT_FALSE(ok("groupnorm.fwd fp32 n1 c8200 g1025 d1"));  // 1025 columns of 8
+  EXPECT_TRUE(ok("groupnorm.fwd fp32 n65535 c8 g1 d1"));
+  EXPECT_FALSE(ok("groupnorm.fwd fp32 n65536 c8 g1 d1"));
+  // Cg * S = 2^31 - 1 (Cg = 1, S = 2^31 - 1 = 7 * 31 * 151 * 65537) and 2^31.
+  EXPECT_TRUE(ok("groupnorm.fwd fp32 n1 c1 g1 d7 h4681 w65537"));
+  EXPECT_FALSE(ok("groupnorm.fwd fp32 n1 c1 g1 d2048 h1024 w1024"));
+  for (const char* d : {"groupnorm.fwd fp32 n1 c256 g256 d64 h1024 w16383", "groupnorm.bwd bf16 n1 c8 g8 d1024 h1024 w2047"}) {
+    const Problem p = parse_descriptor(d);
+    ASSERT_TRUE(kernels::is_supported(p)) << d;
+    const kernels::Plan pl = kernels::plan(p);
+    EXPECT_LE(pl.params.at("chunks"), 65535) << d;
+    const auto& g = std::get<GroupNormProblem>(p);
+    EXPECT_GE(pl.params.at("chunks") * pl.params.at("chunk_rows"), g.spatial[0] * g.spatial[1] * g.spatial[2]) << d;
+    EXPECT_EQ(pl.params.at("chunk_rows") % pl.params.at("rows_par"), 0) << d;
+  }
 }
 
 }  // namespace

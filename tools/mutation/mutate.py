@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Mutation testing of the production kernels against kgate's default gate.
+
+Copies the source tree to WORK/src, configures WORK/build once (ccache when
+found), then for each sampled mutant: applies one source mutation, rebuilds
+kgate and the property tests incrementally, and runs the default gate in
+stages that stop at the first failure (a killed mutant):
+  1. kgate verify --config plan   (the kernels' boundary problems)
+  2. the GroupNorm property tests at their CI size (RC_PARAMS max_success=500)
+  3. kgate verify                 (the whole default gate, bitwise corpus included)
+A mutant that does not compile is stillborn and not counted. A stage that
+runs past --timeout seconds kills the mutant (a hang is caught by CI's
+timeout). Prints each verdict as it goes, then the score
+killed / (killed + survived) and every survivor with its diff.
+
+Operators (applied to code lines only, never to comments):
+  rel      relational swap: < <=, > >=, == !=
+  arith    arithmetic swap: + -, * /
+  const    off-by-one integer literal: k -> k + 1, k -> k - 1
+  index    index-term deletion: `a * b + ` or ` + a * b` dropped
+  narrow   dtype narrowing: a float intermediate rounded to bf16,
+           std::int64_t -> std::int32_t
+Exit status: 0 when every counted mutant was killed, 1 when some survived
+(or the score is below --min-score), 2 on bad arguments.
+"""
+import argparse
+import difflib
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_FILES = ["kernels/groupnorm/gn_kernels.hpp", "kernels/groupnorm/groupnorm.cpp"]
+# groupnorm.cpp below this line is the gate's boundary-problem generator, not kernel code.
+STOP_MARK = "// The dtype pairs supported_pair accepts"
+
+
+def code_part(line):
+    """The line without a trailing // comment, or None for comment/preprocessor lines."""
+    s = line.strip()
+    if not s or s.startswith("//") or s.startswith("#") or s.startswith("static_assert") or s.startswith("*"):
+        return None
+    i = line.find("//")
+    return line if i < 0 else line[:i]
+
+
+# Lines of the optional kernel timing (RunOptions::kernel_ms): no output depends on them.
+SKIP_WORDS = ("timing_iters", "step_ms", "kernel_ms", "Event", "elapsed_ms", "ev.", "ev[")
+
+SWAPS = {
+    "rel": [(" < ", " <= "), (" <= ", " < "), (" > ", " >= "), (" >= ", " > "), (" == ", " != "), (" != ", " == ")],
+    "arith": [(" + ", " - "), (" - ", " + "), (" * ", " / "), (" / ", " * ")],
+}
+
+
+def candidates(path, text):
+    out = []
+    lines = text.split("\n")
+    stop = len(lines)
+    for i, l in enumerate(lines):
+        if STOP_MARK in l:
+            stop = i
+            break
+    for i in range(stop):
+        code = code_part(lines[i])
+        if code is None or any(w in code for w in SKIP_WORDS):
+            continue
+        for op, pairs in SWAPS.items():
+            for a, b in pairs:
+                for m in re.finditer(re.escape(a), code):
+                    out.append((path, i, m.start(), a, b, op))
+        for m in re.finditer(r"(?<![\w.])(\d+)(?![\w.])", code):
+            k = int(m.group(1))
+            if code[max(0, m.start() - 2):m.start()] in ("<<", ">>"):
+                continue
+            for r in (k + 1, k - 1):
+                if r >= 0:
+                    out.append((path, i, m.start(), m.group(1), str(r), "const"))
+        # A whole product term (factors are names or member accesses).
+        for m in re.finditer(r"(?<![\w.\]])(?<!\* )(?:[\w.]+ \* )+[\w.]+ \+ ", code):
+            out.append((path, i, m.start(), m.group(0), "", "index"))
+        for m in re.finditer(r" \+ (?:[\w.]+ \* )+[\w.]+(?![\w.\[(])", code):
+            out.append((path, i, m.start(), m.group(0), "", "index"))
+        m = re.search(r"\b(const )?float (\w+) = (.+);\s*$", code)
+        if m and "{" not in m.group(3):
+            expr = m.group(3)
+            j = code.index(expr, m.start(3))
+            out.append((path, i, j, expr, "kgate::bf16::from_float(" + expr + ").to_float()", "narrow"))
+        for m in re.finditer(r"std::int64_t", code):
+            out.append((path, i, m.start(), "std::int64_t", "std::int32_t", "narrow"))
+    return out
+
+
+def apply(text, cand):
+    _, i, col, a, b, _ = cand
+    lines = text.split("\n")
+    l = lines[i]
+    assert l[col:col + len(a)] == a, (l, col, a)
+    lines[i] = l[:col] + b + l[col + len(a):]
+    return "\n".join(lines)
+
+
+def run(cmd, cwd, timeout, env=None):
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                           env=env, text=True)
+        return p.returncode, p.stdout, time.time() - t0
+    except subprocess.TimeoutExpired as e:
+        return 124, (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), time.time() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", default=os.path.join(ROOT, "build-mutation"), help="work folder (source copy, build)")
+    ap.add_argument("--files", nargs="+", default=DEFAULT_FILES, help="sources to mutate, relative to the root")
+    ap.add_argument("--count", type=int, default=40, help="mutants sampled (stratified by operator)")
+    ap.add_argument("--seed", type=int, default=15, help="sampling seed")
+    ap.add_argument("--operators", nargs="+", default=["rel", "arith", "const", "index", "narrow"])
+    ap.add_argument("--jobs", type=int, default=2, help="build jobs and kgate verify --jobs")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per gate stage")
+    ap.add_argument("--min-score", type=float, default=1.0, help="exit 1 below this score")
+    ap.add_argument("--list", action="store_true", help="print the sampled mutants and stop")
+    args = ap.parse_args()
+    if args.count < 1:
+        print("mutate: error: --count: must be >= 1", file=sys.stderr)
+        return 2
+    for op in args.operators:
+        if op not in ("rel", "arith", "const", "index", "narrow"):
+            print(f"mutate: error: --operators: unknown operator '{op}'", file=sys.stderr)
+            return 2
+    originals = {}
+    for f in args.files:
+        p = os.path.join(ROOT, f)
+        if not os.path.isfile(p):
+            print(f"mutate: error: --files: no file {f}", file=sys.stderr)
+            return 2
+        originals[f] = open(p).read()
+
+    # Stratified sample: the same share of each operator, a fixed seed.
+    rng = random.Random(args.seed)
+    pool = {op: [] for op in args.operators}
+    for f, text in originals.items():
+        for c in candidates(f, text):
+            if c[5] in pool:
+                pool[c[5]].append(c)
+    for op in pool:
+        rng.shuffle(pool[op])
+    sample = []
+    while len(sample) < args.count and any(pool.values()):
+        for op in args.operators:
+            if pool[op] and len(sample) < args.count:
+                sample.append(pool[op].pop())
+    print(f"mutate: {sum(len(v) for v in pool.values()) + len(sample)} candidate mutants, {len(sample)} sampled "
+          f"(seed {args.seed})", flush=True)
+    if args.list:
+        for k, c in enumerate(sample):
+            line = originals[c[0]].split("\n")[c[1]]
+            print(f"#{k} {c[5]} {c[0]}:{c[1] + 1}: {line.strip()}  ==>  {apply(line, (c[0], 0, c[2], c[3], c[4], c[5])).strip()}")
+        return 0
+
+    src = os.path.join(args.work, "src")
+    build = os.path.join(args.work, "build")
+    os.makedirs(args.work, exist_ok=True)
+    if os.path.isdir(src):
+        shutil.rmtree(src)
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns("build", "build-*", ".git"))
+    if not os.path.exists(os.path.join(build, "build.ninja")):
+        # The project's optimisation without debug information (faster rebuilds).
+        cfg = ["cmake", "-G", "Ninja", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+               "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG", "-DKGATE_COVERAGE=OFF"]
+        if shutil.which("ccache"):
+            cfg.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
+        subprocess.run(cfg, check=True, stdout=subprocess.DEVNULL)
+    targets = ["kgate", "test_groupnorm_props"]
+    rc, out, _ = run(["ninja", "-C", build, f"-j{args.jobs}"] + targets, src, None)
+    if rc != 0:
+        print(out[-3000:])
+        print("mutate: error: the unmutated tree does not build", file=sys.stderr)
+        return 2
+    kgate = os.path.join(build, "tools", "kgate")
+    props = os.path.join(build, "property_tests", "test_groupnorm_props")
+    tmp = os.path.join(args.work, "reports")
+    os.makedirs(tmp, exist_ok=True)
+    rep = ["--report", os.path.join(tmp, "r.json"), "--junit", os.path.join(tmp, "j.xml")]
+    env = dict(os.environ, RC_PARAMS="max_success=500")
+    stages = [("verify --config plan", [kgate, "verify", "--jobs", str(args.jobs), "--config", "plan", "--bitwise", ""] + rep, None),
+              ("property tests", [props], env),
+              ("verify", [kgate, "verify", "--jobs", str(args.jobs)] + rep, None)]
+
+    killed, survived, stillborn = [], [], []
+    try:
+        for k, c in enumerate(sample):
+            f = c[0]
+            mutated = apply(originals[f], c)
+            with open(os.path.join(src, f), "w") as fh:
+                fh.write(mutated)
+            diff = "".join(difflib.unified_diff(originals[f].splitlines(True), mutated.splitlines(True), f, f, n=0))
+            label = f"#{k} {c[5]} {f}:{c[1] + 1}"
+            rc, out, secs = run(["ninja", "-C", build, f"-j{args.jobs}"] + targets, src, None)
+            if rc != 0:
+                stillborn.append((label, diff))
+                print(f"{label}: stillborn (does not compile)", flush=True)
+            else:
+                by = None
+                for name, cmd, e in stages:
+                    rc, out, secs = run(cmd, src, args.timeout, e)
+                    if rc != 0:
+                        by = f"{name} (exit {rc}, {secs:.0f} s)"
+                        break
+                if by:
+                    killed.append((label, diff, by))
+                    print(f"{label}: killed by {by}", flush=True)
+                else:
+                    survived.append((label, diff))
+                    print(f"{label}: SURVIVED\n{diff}", flush=True)
+            with open(os.path.join(src, f), "w") as fh:
+                fh.write(originals[f])
+    finally:
+        for f, text in originals.items():
+            with open(os.path.join(src, f), "w") as fh:
+                fh.write(text)
+    counted = len(killed) + len(survived)
+    score = len(killed) / counted if counted else 0.0
+    print(f"\nmutation score: {len(killed)}/{counted} = {score:.3f} killed "
+          f"({len(stillborn)} stillborn, not counted)")
+    if survived:
+        print("survivors:")
+        for label, diff in survived:
+            print(f"{label}\n{diff}")
+    return 0 if counted and score >= args.min_score and (args.min_score < 1.0 or not survived) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
