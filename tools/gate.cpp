@@ -39,6 +39,14 @@ std::map<Role, const Tensor*> pointers(const std::map<Role, Tensor>& m) {
   return r;
 }
 
+std::string digests_of(const std::map<Role, Tensor>& m) {
+  std::string s;
+  for (const auto& [r, t] : m) s += std::string(name(r)) + "=" + digest(t) + " ";
+  return s;
+}
+
+}  // namespace
+
 std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
                               const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got) {
   std::vector<RoleResult> out;
@@ -80,14 +88,6 @@ std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const
                    oracle::compare_groupnorm(g, s.role, want.at(s.role), got.at(s.role), gi, plan_of(s.role), fill)});
   return out;
 }
-
-std::string digests_of(const std::map<Role, Tensor>& m) {
-  std::string s;
-  for (const auto& [r, t] : m) s += std::string(name(r)) + "=" + digest(t) + " ";
-  return s;
-}
-
-}  // namespace
 
 Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats) {
   const auto t0 = std::chrono::steady_clock::now();

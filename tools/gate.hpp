@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/api.hpp"
 #include "oracles/oracle.hpp"
 #include "reference/fill.hpp"
 #include "reference/problem.hpp"
@@ -48,6 +49,11 @@ struct Result {
 // The fills the gate runs by default for a problem: the exact fill (lattice
 // for conv, gn_exact for GroupNorm) and a signed random fill.
 std::vector<Fill> default_fills(const Problem& p, std::uint64_t seed);
+
+// The oracle's verdict on every output of p: `got` (in the outputs' dtypes)
+// against the fp64 reference on inputs `in`, bounds from plan.reduction.
+std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
+                              const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got);
 
 // Judges the kernel on one problem with each fill; `repeats` extra kernel
 // runs must reproduce the first run's digests bit for bit.
