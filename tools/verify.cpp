@@ -199,8 +199,10 @@ int run_verify(const VerifyOptions& opt) {
   if (work.empty()) throw InputError("--filter", "selects no problem");
 
   const bool tty = ::isatty(STDOUT_FILENO);
-  std::cout << "kgate verify: " << work.size() << " problems, backend " << kernels::backend_name()
-            << (opt.full ? ", full extents" : ", reduced extents") << ", " << opt.jobs << " job(s)\n";
+  if (opt.reports)
+    std::cout << "kgate verify: " << work.size() << " problems, backend " << kernels::backend_name()
+              << (opt.full ? ", full extents" : ", reduced extents") << ", " << opt.jobs << " job(s)"
+              << opt.processes_label << "\n";
   std::vector<Result> results(work.size());
   std::mutex print;
   std::atomic<std::size_t> next{0}, done{0};
@@ -224,10 +226,16 @@ int run_verify(const VerifyOptions& opt) {
       if (is_failure(r.state)) std::cout << "    repro: " << r.repro() << "\n";
     }
   };
-  std::vector<std::thread> pool;
-  for (int j = 0; j < opt.jobs; ++j) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
-  if (input_error) std::rethrow_exception(input_error);
+  if (opt.distribute) {
+    auto got = opt.distribute(work, [&](const Problem& p) { return verify_one(p, opt); });
+    if (!got) return 0;
+    results = std::move(*got);
+  } else {
+    std::vector<std::thread> pool;
+    for (int j = 0; j < opt.jobs; ++j) pool.emplace_back(worker);
+    for (auto& t : pool) t.join();
+    if (input_error) std::rethrow_exception(input_error);
+  }
 
   // Summary per operator-direction and dtype.
   struct Row {
