@@ -129,6 +129,21 @@ Dims with_d(Dims dims, std::int64_t d) {
   return dims;
 }
 
+// Sends to_prev to rank-1 and to_next to rank+1 while receiving from_prev
+// from rank-1 and from_next from rank+1 (none past the volume's edge; those
+// buffers are left as they are). Tags `tag` and `tag`+1.
+void swap_with_neighbours(MPI_Comm comm, const Tensor& to_prev, const Tensor& to_next, Tensor& from_prev,
+                          Tensor& from_next, int tag) {
+  const int me = rank_of(comm), n = size_of(comm);
+  const int prev = me > 0 ? me - 1 : MPI_PROC_NULL, next = me + 1 < n ? me + 1 : MPI_PROC_NULL;
+  std::vector<MPI_Request> reqs;
+  post_recv(comm, from_prev.data(), from_prev.nbytes(), prev, tag, reqs);
+  post_recv(comm, from_next.data(), from_next.nbytes(), next, tag + 1, reqs);
+  post_send(comm, to_prev.data(), to_prev.nbytes(), prev, tag + 1, reqs);
+  post_send(comm, to_next.data(), to_next.nbytes(), next, tag, reqs);
+  wait_all(reqs);
+}
+
 // x's slab extended by h planes per side: the neighbours' planes, zeros at
 // the volume's edge.
 Tensor with_halo(MPI_Comm comm, const Tensor& x, std::int64_t h) {
@@ -140,14 +155,8 @@ Tensor with_halo(MPI_Comm comm, const Tensor& x, std::int64_t h) {
   const int prev = me > 0 ? me - 1 : MPI_PROC_NULL, next = me + 1 < n ? me + 1 : MPI_PROC_NULL;
   Phase ph("halo exchange of " + std::to_string(h) + " plane(s) with ranks " + std::to_string(me - 1) + " and " +
            std::to_string(me + 1));
-  const Tensor first = d_planes(x, 0, h), last = d_planes(x, g.d - h, g.d);
   Tensor from_prev(x.dtype(), with_d(x.dims(), h)), from_next(x.dtype(), with_d(x.dims(), h));
-  std::vector<MPI_Request> reqs;
-  post_recv(comm, from_prev.data(), from_prev.nbytes(), prev, 11, reqs);
-  post_recv(comm, from_next.data(), from_next.nbytes(), next, 12, reqs);
-  post_send(comm, first.data(), first.nbytes(), prev, 12, reqs);
-  post_send(comm, last.data(), last.nbytes(), next, 11, reqs);
-  wait_all(reqs);
+  swap_with_neighbours(comm, d_planes(x, 0, h), d_planes(x, g.d - h, g.d), from_prev, from_next, 11);
   if (prev != MPI_PROC_NULL) put_planes(out, 0, from_prev);
   if (next != MPI_PROC_NULL) put_planes(out, g.d + h, from_next);
   return out;
@@ -165,14 +174,8 @@ Tensor return_halo(MPI_Comm comm, const Tensor& dxe, std::int64_t h) {
   const int prev = me > 0 ? me - 1 : MPI_PROC_NULL, next = me + 1 < n ? me + 1 : MPI_PROC_NULL;
   Phase ph("boundary-gradient return of " + std::to_string(h) + " plane(s) with ranks " + std::to_string(me - 1) +
            " and " + std::to_string(me + 1));
-  const Tensor front = d_planes(dxe, 0, h), back = d_planes(dxe, h + d, g.d);
   Tensor from_prev(dxe.dtype(), with_d(dxe.dims(), h)), from_next(dxe.dtype(), with_d(dxe.dims(), h));
-  std::vector<MPI_Request> reqs;
-  post_recv(comm, from_prev.data(), from_prev.nbytes(), prev, 13, reqs);
-  post_recv(comm, from_next.data(), from_next.nbytes(), next, 14, reqs);
-  post_send(comm, front.data(), front.nbytes(), prev, 14, reqs);
-  post_send(comm, back.data(), back.nbytes(), next, 13, reqs);
-  wait_all(reqs);
+  swap_with_neighbours(comm, d_planes(dxe, 0, h), d_planes(dxe, h + d, g.d), from_prev, from_next, 13);
   Tensor out(dxe.dtype(), own.dims());
   for (std::int64_t b = 0; b < g.n; ++b)
     for (std::int64_t p = 0; p < d; ++p)

@@ -39,8 +39,10 @@
 //
 // Slabs are of the forward's input x along D (conv_transpose3d's y slabs are
 // stride times larger). Activations (x, y, dx, dy) are passed and returned as
-// this rank's slab; everything else (w, b, gamma, beta, GroupNorm
-// statistics, dw, db, dgamma, dbeta) is whole and identical on every rank.
+// this rank's slab; w, b, gamma, beta, dw, db, dgamma, dbeta are whole and
+// identical on every rank; GroupNorm's mean and rstd (forward outputs,
+// backward inputs) are the slab's own with per-shard statistics and the
+// whole volume's, identical on every rank, with global statistics.
 //
 // Collective contract: every function taking a communicator is called by
 // every rank of it with the same problem and slabs. Whether the ranks run a
@@ -123,7 +125,7 @@ kernels::Support route(MPI_Comm comm, const Problem& whole, const Slabs& slabs, 
                        GnStats gn = GnStats::per_shard);
 
 struct Output {
-  std::map<Role, Tensor> tensors;  // activations: this rank's slab; the rest: whole, identical on every rank
+  std::map<Role, Tensor> tensors;  // by role, as described at the top of this file
   Problem local;                   // what the local operator ran (GnStats::global: nothing ran)
   kernels::Plan local_plan;
   // Per output role, the reduction structure of the sharded result (the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_verify_mpi.sh KGATE KGATE_MPI OUT_DIR MPIRUN ARGS...: `kgate verify`
 # in one process and `kgate_mpi verify` under MPIRUN ARGS on the same
-# problems (configuration C's GroupNorm and up-convolution problems, reduced)
+# problems (configuration C's first decoder level, reduced)
 # write the same JSON report apart from timings, and exit alike; the
 # comparison itself notices a changed verdict.
 set -euo pipefail
