@@ -54,6 +54,14 @@ std::map<Role, const Tensor*> pointers(const std::map<Role, Tensor>& m) {
   return r;
 }
 
+std::string digests_of(const std::map<Role, Tensor>& m) {
+  std::string s;
+  for (const auto& [r, t] : m) s += std::string(name(r)) + "=" + digest(t) + " ";
+  return s;
+}
+
+}  // namespace
+
 std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
                               const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got,
                               const std::function<void(const char*)>& phase) {
@@ -100,17 +108,13 @@ std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const
   return out;
 }
 
+namespace {
+
 std::string out_of_memory(const Problem& p, const std::string& descriptor, const std::string& cause = "out of memory") {
   return descriptor + ": " + cause + " (estimated footprint " +
          std::to_string(static_cast<std::int64_t>(footprint_bytes(p)) >> 20) + " MiB, available " +
          std::to_string(static_cast<std::int64_t>(available_memory()) >> 20) +
          " MiB); an error of the run, not a verdict on the kernel";
-}
-
-std::string digests_of(const std::map<Role, Tensor>& m) {
-  std::string s;
-  for (const auto& [r, t] : m) s += std::string(name(r)) + "=" + digest(t) + " ";
-  return s;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/api.hpp"
 #include "oracles/oracle.hpp"
 #include "reference/fill.hpp"
 #include "reference/problem.hpp"
@@ -71,6 +72,12 @@ class RunError : public std::runtime_error {
 // Told the phase evaluate() enters, e.g. "kernel (fill signed seed 1)";
 // phases: inputs, kernel, rerun, reference, oracle.
 using PhaseFn = std::function<void(const std::string&)>;
+
+// The oracle's verdict on every output of p: `got` (in the outputs' dtypes)
+// against the fp64 reference on inputs `in`, bounds from plan.reduction.
+std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
+                              const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got,
+                              const std::function<void(const char*)>& phase = [](const char*) {});
 
 // Judges the kernel on one problem with each fill; `repeats` extra kernel
 // runs must reproduce the first run's digests bit for bit. A failed

@@ -238,8 +238,10 @@ int run_verify(const VerifyOptions& opt) {
 
   // Every finished problem is a line, flushed, on a terminal or in a CI log
   // alike: a run that is killed still shows how far it got.
-  std::cout << "kgate verify: " << work.size() << " problems, backend " << kernels::backend_name()
-            << (opt.full ? ", full extents" : ", reduced extents") << ", " << opt.jobs << " job(s)" << std::endl;
+  if (opt.reports)
+    std::cout << "kgate verify: " << work.size() << " problems, backend " << kernels::backend_name()
+              << (opt.full ? ", full extents" : ", reduced extents") << ", " << opt.jobs << " job(s)"
+              << opt.processes_label << std::endl;
   std::vector<Result> results(work.size());
   std::mutex print;
   std::atomic<std::size_t> next{0}, done{0};
@@ -264,10 +266,16 @@ int run_verify(const VerifyOptions& opt) {
       std::cout << std::flush;
     }
   };
-  std::vector<std::thread> pool;
-  for (int j = 0; j < opt.jobs; ++j) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
-  if (input_error) std::rethrow_exception(input_error);
+  if (opt.distribute) {
+    auto got = opt.distribute(work, [&](const Problem& p) { return verify_one(p, opt); });
+    if (!got) return 0;
+    results = std::move(*got);
+  } else {
+    std::vector<std::thread> pool;
+    for (int j = 0; j < opt.jobs; ++j) pool.emplace_back(worker);
+    for (auto& t : pool) t.join();
+    if (input_error) std::rethrow_exception(input_error);
+  }
 
   // Summary per operator-direction and dtype.
   struct Row {

@@ -1,12 +1,15 @@
 // `kgate verify`: the gate over the shapes corpus.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "reference/problem.hpp"
+#include "tools/gate.hpp"
 
 namespace kgate {
 
@@ -26,6 +29,15 @@ struct VerifyOptions {
   std::string junit = "kgate-junit.xml";
   bool require_all = false;              // unimplemented or skipped is a failure
   double memory_limit = 0;               // bytes the run may use; 0: available memory
+  // Spreads the evaluation over processes (tools/verify_mpi.hpp): given the
+  // work list and the evaluation of one problem, returns every result in
+  // work order on the process that reports, nullopt on the others, which
+  // then print and write nothing. Unset: a pool of `jobs` threads here.
+  std::function<std::optional<std::vector<gate::Result>>(const std::vector<Problem>&,
+                                                         const std::function<gate::Result(const Problem&)>&)>
+      distribute;
+  bool reports = true;          // this process prints the header (false on MPI ranks other than 0)
+  std::string processes_label;  // added to the header, e.g. ", 2 MPI ranks"
 };
 
 std::string verify_default_corpus();
