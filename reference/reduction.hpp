@@ -20,6 +20,7 @@
 // splits ceil(K/b), serial}.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -129,10 +130,16 @@ inline ReductionPlan reduction_from_json(const nlohmann::json& j, const std::str
     for (const char* k : kKnown) ok = ok || it.key() == k;
     if (!ok) throw InputError(where + "." + it.key(), "unknown field");
   }
-  auto integer = [&](const char* k, std::int64_t d) -> std::int64_t {
+  // An integer in [lo, hi]; a JSON integer beyond int64 would wrap in get<>.
+  auto integer = [&](const char* k, std::int64_t d, std::int64_t lo = INT64_MIN,
+                     std::int64_t hi = INT64_MAX) -> std::int64_t {
     if (!j.contains(k)) return d;
-    if (!j.at(k).is_number_integer()) throw InputError(where + "." + k, "expected an integer, got " + j.at(k).dump());
-    return j.at(k).get<std::int64_t>();
+    const nlohmann::json& v = j.at(k);
+    if (!v.is_number_integer()) throw InputError(where + "." + k, "expected an integer, got " + v.dump());
+    const bool over = v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi);
+    if (over || (!v.is_number_unsigned() && (v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)))
+      throw InputError(where + "." + k, "integer out of range: " + v.dump());
+    return v.get<std::int64_t>();
   };
   auto str = [&](const char* k, const char* d) -> std::string {
     if (!j.contains(k)) return d;
@@ -158,13 +165,13 @@ inline ReductionPlan reduction_from_json(const nlohmann::json& j, const std::str
   if (m == "ieee_rn") p.model = AccumModel::ieee_rn;
   else if (m == "mfma_cdna3") p.model = AccumModel::mfma_cdna3;
   else throw InputError(where + ".model", "expected ieee_rn or mfma_cdna3, got '" + m + "'");
-  p.chunk = static_cast<int>(integer("chunk", 8));
-  p.epilogue_ops = static_cast<int>(integer("epilogue_ops", 0));
+  p.chunk = static_cast<int>(integer("chunk", 8, INT_MIN, INT_MAX));
+  p.epilogue_ops = static_cast<int>(integer("epilogue_ops", 0, INT_MIN, INT_MAX));
   try {
     p.validate();
   } catch (const InputError& e) {
     const std::string field = where + e.field().substr(std::string("reduction").size());
-    throw InputError(field, std::string(e.what()).substr(e.field().size() + 2));
+    throw InputError(field, e.message());
   }
   return p;
 }

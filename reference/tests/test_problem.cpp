@@ -10,6 +10,7 @@
 #include "reference/error.hpp"
 #include "reference/json.hpp"
 #include "reference/problem.hpp"
+#include "reference/reduction.hpp"
 
 namespace kgate {
 namespace {
@@ -355,6 +356,35 @@ TEST(Problem, CountsBeyondInt64AreRefusedOrExact) {
   // FLOPs beyond 2^63 are rounded, never wrapped: 2 * 2^24 * 8^3 * 4096 * 4096 * 27.
   const ConvProblem f = conv("conv3d.fwd bf16 n16777216 c4096 k4096 d8 kd3 p1");
   EXPECT_DOUBLE_EQ(f.flops(), 27.0 * 0x1p58);
+}
+
+TEST(Problem, JsonIntegersThatWouldWrapAreRefused) {
+  auto field_of = [](const char* text) {
+    try {
+      problem_from_json(parse_json(text, "f.json"), "p");
+    } catch (const InputError& e) {
+      return e.field() + ": " + e.message();
+    }
+    return std::string("<accepted>");
+  };
+  // 2^64 - 1 read through get<int64_t> was -1; 2^63 was INT64_MIN.
+  EXPECT_EQ(field_of(R"({"op":"conv3d","dir":"fwd","n":18446744073709551615,"cin":4,"cout":4,"in":[8,8,8],"kernel":[3,3,3],"src":"bf16"})"),
+            "p.n: integer out of range: 18446744073709551615");
+  EXPECT_EQ(field_of(R"({"op":"conv3d","dir":"fwd","n":1,"cin":4,"cout":4,"in":[8,9223372036854775808,8],"kernel":[3,3,3],"src":"bf16"})"),
+            "p.in[1]: integer out of range: 9223372036854775808");
+  EXPECT_EQ(field_of(R"({"op":"groupnorm","dir":"fwd","n":1,"c":4,"groups":2,"spatial":[8,8,8],"src":"bf16","eps":1e400})"),
+            "f.json: eps: malformed JSON: number overflow parsing '1e400'");
+  // The reduction plan's int fields: 2^32 + 8 was read as 8.
+  nlohmann::json j = to_json(ReductionPlan::mfma(256, 4));
+  j["chunk"] = std::int64_t{4294967304};
+  try {
+    reduction_from_json(j, "plan");
+    ADD_FAILURE() << "chunk 2^32 + 8 accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "plan.chunk: integer out of range: 4294967304");
+  }
+  j["chunk"] = std::uint64_t{18446744073709551615u};
+  EXPECT_THROW(reduction_from_json(j, "plan"), InputError);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ expect 2 'needs .* MiB but this machine has' -- "$kgate" gen "conv3d.fwd fp64 n6
 if [[ -n "$(ls -A "$tmp/big" 2>/dev/null)" ]]; then echo "FAIL: files left in $tmp/big"; fails=$((fails + 1)); fi
 # Malformed and hand-edited corpus files.
 echo '{"problems": [' > "$tmp/bad.json"
-expect 2 'bad.json: malformed JSON' -- "$kgate" verify --corpus "$tmp/bad.json" --report "$tmp/r.json" --junit "$tmp/j.xml"
+expect 2 'bad.json: .*malformed JSON' -- "$kgate" verify --corpus "$tmp/bad.json" --report "$tmp/r.json" --junit "$tmp/j.xml"
 echo '{"problems": [{"config":"A","descriptor":"x","op":"conv3d.fwd","form":"logical","sites":[],"calls_per_step":1,"problem":{"op":"conv3d","dir":"fwd","n":1,"cin":4,"cout":4,"in":[8,8,8],"kernel":[3,3,3],"src":"bf17"}}]}' > "$tmp/bad2.json"
 expect 2 'problems\[0\].problem.src: unknown dtype' -- "$kgate" verify --corpus "$tmp/bad2.json" --report "$tmp/r.json" --junit "$tmp/j.xml"
 if [[ -e "$tmp/r.json" || -e "$tmp/j.xml" ]]; then echo "FAIL: a report was written for bad input"; fails=$((fails + 1)); fi
@@ -181,6 +181,34 @@ expect 0 '^  \.\.\. [0-9.]+ s, (inputs|kernel|rerun|reference|oracle) \(fill ' -
 # Version: the git revision and the backends.
 expect 0 '^kgate [0-9]+\.[0-9]+\.[0-9]+ \(git ([0-9a-f]+(-dirty)?|unknown)\) backend: host; also built: ' -- "$kgate" --version
 # ---------------------------------------------------------------------------
+# .npy inputs of `kgate ref`: a 30 KB header (std::regex overflowed the stack),
+# a 144-byte file claiming 1.5 GB (allocated before), a folder as a file.
+d="conv3d.fwd fp32 n1 c1 k1 d8 kd1"
+"$kgate" gen "$d" --out "$tmp/npy" >/dev/null
+python3 - "$tmp/npy" <<'PY'
+import struct, sys
+def npy(header, data=b""):
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data
+h = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 8, 8, 8, 1), }"
+open(sys.argv[1] + "/x30k.npy", "wb").write(npy(h + "x" * 30000 + "\n", bytes(2048)))
+hb = "{'descr': '<f4', 'fortran_order': False, 'shape': (375000000,), }"
+big = npy(hb + " " * (117 - len(hb)) + "\n", bytes(16))
+assert len(big) == 144
+open(sys.argv[1] + "/big.npy", "wb").write(big)
+PY
+cp -r "$tmp/npy" "$tmp/npy30k" && mv "$tmp/npy30k/x30k.npy" "$tmp/npy30k/x.npy"
+expect 2 'x.npy: bad .npy header at byte' -- "$kgate" ref "$d" --inputs "$tmp/npy30k" --out "$tmp/o1"
+cp -r "$tmp/npy" "$tmp/npybig" && mv "$tmp/npybig/big.npy" "$tmp/npybig/x.npy"
+expect 2 'x.npy: truncated data: shape 375000000 of fp32 needs 1500000000 bytes, the file holds 16' -- \
+  "$kgate" ref "$d" --inputs "$tmp/npybig" --out "$tmp/o2"
+cp -r "$tmp/npy" "$tmp/npydir" && rm "$tmp/npydir/x.npy" && mkdir "$tmp/npydir/x.npy"
+expect 2 'x.npy: is a directory, expected a file' -- "$kgate" ref "$d" --inputs "$tmp/npydir" --out "$tmp/o3"
+# A corpus number no double holds names file and field; a duplicate key is refused.
+sed '0,/"eps": 1e-05/s//"eps": 1e400/' "$(dirname "$0")/../../corpus/shapes.json" > "$tmp/eps.json"
+expect 2 'eps.json: problems\[[0-9]+\]\.problem\.eps: malformed JSON: number overflow' -- \
+  "$kgate" verify --corpus "$tmp/eps.json" --report "$tmp/r3.json"
+echo '{"problems": [], "problems": []}' > "$tmp/dup.json"
+expect 2 'dup.json: problems: key given twice' -- "$kgate" verify --corpus "$tmp/dup.json" --report "$tmp/r4.json"
 
 echo "$((fails == 0 ? 1 : 0)) passed, $fails failed"
 exit $((fails > 0))
