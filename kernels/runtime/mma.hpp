@@ -83,6 +83,15 @@ struct layout {
 // ("matrix fragments for mma.m16n8k16 / mma.m16n8k8", groupID = lane / 4,
 // threadID_in_group = lane % 4).
 
+// What every atom states besides its name and layouts.
+template <Target T, MmaType E, int M_, int N_, int K_>
+struct atom_shape {
+  static constexpr Target target = T;
+  static constexpr MmaType type = E;
+  static constexpr int M = M_, N = N_, K = K_;
+  static constexpr int lanes = T == Target::gfx942 ? 64 : 32;
+};
+
 // gfx942 32x32 outputs: D[i][j] = lane j + 32*((i/4)%2), element (i%4) + 4*(i/8).
 #define KGATE_GFX942_C32 \
   { 4, 6, { {1, 0}, {2, 0}, {8, 0}, {16, 0}, {0, 1}, {0, 2}, {0, 4}, {0, 8}, {0, 16}, {4, 0} } }
@@ -93,10 +102,7 @@ struct layout {
 // v_mfma_f32_32x32x8_bf16 / _f16: A[i][k] = lane i + 32*(k/4), element k%4;
 // B[k][j] = lane j + 32*(k/4), element k%4.
 #define KGATE_GFX942_32x32x8(Name, Type, Instr)                                                          \
-  struct Name {                                                                                          \
-    static constexpr Target target = Target::gfx942;                                                     \
-    static constexpr MmaType type = Type;                                                                \
-    static constexpr int M = 32, N = 32, K = 8, lanes = 64;                                              \
+  struct Name : atom_shape<Target::gfx942, Type, 32, 32, 8> {                                           \
     static constexpr const char* name = Instr;                                                           \
     KGATE_HD static constexpr layout a() {                                                               \
       return {2, 6, {{0, 1}, {0, 2}, {1, 0}, {2, 0}, {4, 0}, {8, 0}, {16, 0}, {0, 4}}};                  \
@@ -109,10 +115,7 @@ struct layout {
 // v_mfma_f32_16x16x16_bf16 / _f16: A[i][k] = lane i + 16*(k/4), element k%4;
 // B[k][j] = lane j + 16*(k/4), element k%4.
 #define KGATE_GFX942_16x16x16(Name, Type, Instr)                                                         \
-  struct Name {                                                                                          \
-    static constexpr Target target = Target::gfx942;                                                     \
-    static constexpr MmaType type = Type;                                                                \
-    static constexpr int M = 16, N = 16, K = 16, lanes = 64;                                             \
+  struct Name : atom_shape<Target::gfx942, Type, 16, 16, 16> {                                          \
     static constexpr const char* name = Instr;                                                           \
     KGATE_HD static constexpr layout a() {                                                               \
       return {2, 6, {{0, 1}, {0, 2}, {1, 0}, {2, 0}, {4, 0}, {8, 0}, {0, 4}, {0, 8}}};                   \
@@ -131,40 +134,28 @@ KGATE_GFX942_16x16x16(gfx942_16x16x16_f16, MmaType::f16, "v_mfma_f32_16x16x16_f1
 #undef KGATE_GFX942_16x16x16
 
 // v_mfma_f32_32x32x2_f32: A[i][k] = lane i + 32k; B[k][j] = lane j + 32k.
-struct gfx942_32x32x2_f32 {
-  static constexpr Target target = Target::gfx942;
-  static constexpr MmaType type = MmaType::f32;
-  static constexpr int M = 32, N = 32, K = 2, lanes = 64;
+struct gfx942_32x32x2_f32 : atom_shape<Target::gfx942, MmaType::f32, 32, 32, 2> {
   static constexpr const char* name = "v_mfma_f32_32x32x2_f32";
   KGATE_HD static constexpr layout a() { return {0, 6, {{1, 0}, {2, 0}, {4, 0}, {8, 0}, {16, 0}, {0, 1}}}; }
   KGATE_HD static constexpr layout b() { return {0, 6, {{0, 1}, {0, 2}, {0, 4}, {0, 8}, {0, 16}, {1, 0}}}; }
   KGATE_HD static constexpr layout c() { return KGATE_GFX942_C32; }
 };
 // v_mfma_f32_16x16x4_f32: A[i][k] = lane i + 16k; B[k][j] = lane j + 16k.
-struct gfx942_16x16x4_f32 {
-  static constexpr Target target = Target::gfx942;
-  static constexpr MmaType type = MmaType::f32;
-  static constexpr int M = 16, N = 16, K = 4, lanes = 64;
+struct gfx942_16x16x4_f32 : atom_shape<Target::gfx942, MmaType::f32, 16, 16, 4> {
   static constexpr const char* name = "v_mfma_f32_16x16x4_f32";
   KGATE_HD static constexpr layout a() { return {0, 6, {{1, 0}, {2, 0}, {4, 0}, {8, 0}, {0, 1}, {0, 2}}}; }
   KGATE_HD static constexpr layout b() { return {0, 6, {{0, 1}, {0, 2}, {0, 4}, {0, 8}, {1, 0}, {2, 0}}}; }
   KGATE_HD static constexpr layout c() { return KGATE_GFX942_C16; }
 };
 // v_mfma_f32_32x32x4_xf32: A[i][k] = lane i + 32*(k/2), element k%2; B alike.
-struct gfx942_32x32x4_xf32 {
-  static constexpr Target target = Target::gfx942;
-  static constexpr MmaType type = MmaType::xf32;
-  static constexpr int M = 32, N = 32, K = 4, lanes = 64;
+struct gfx942_32x32x4_xf32 : atom_shape<Target::gfx942, MmaType::xf32, 32, 32, 4> {
   static constexpr const char* name = "v_mfma_f32_32x32x4_xf32";
   KGATE_HD static constexpr layout a() { return {1, 6, {{0, 1}, {1, 0}, {2, 0}, {4, 0}, {8, 0}, {16, 0}, {0, 2}}}; }
   KGATE_HD static constexpr layout b() { return {1, 6, {{1, 0}, {0, 1}, {0, 2}, {0, 4}, {0, 8}, {0, 16}, {2, 0}}}; }
   KGATE_HD static constexpr layout c() { return KGATE_GFX942_C32; }
 };
 // v_mfma_f32_16x16x8_xf32: A[i][k] = lane i + 16*(k/2), element k%2; B alike.
-struct gfx942_16x16x8_xf32 {
-  static constexpr Target target = Target::gfx942;
-  static constexpr MmaType type = MmaType::xf32;
-  static constexpr int M = 16, N = 16, K = 8, lanes = 64;
+struct gfx942_16x16x8_xf32 : atom_shape<Target::gfx942, MmaType::xf32, 16, 16, 8> {
   static constexpr const char* name = "v_mfma_f32_16x16x8_xf32";
   KGATE_HD static constexpr layout a() { return {1, 6, {{0, 1}, {1, 0}, {2, 0}, {4, 0}, {8, 0}, {0, 2}, {0, 4}}}; }
   KGATE_HD static constexpr layout b() { return {1, 6, {{1, 0}, {0, 1}, {0, 2}, {0, 4}, {0, 8}, {2, 0}, {4, 0}}}; }
@@ -182,10 +173,7 @@ struct gfx942_16x16x8_xf32 {
 // i % 4 >= 2), column 2t + (i & 1) (+8 for i >= 4); b_i at row 2t + (i & 1)
 // (+8 for i >= 2), column g.
 #define KGATE_SM90_M16N8K16(Name, Type, Instr)                                                    \
-  struct Name {                                                                                   \
-    static constexpr Target target = Target::sm90;                                                \
-    static constexpr MmaType type = Type;                                                         \
-    static constexpr int M = 16, N = 8, K = 16, lanes = 32;                                       \
+  struct Name : atom_shape<Target::sm90, Type, 16, 8, 16> {                                       \
     static constexpr const char* name = Instr;                                                    \
     KGATE_HD static constexpr layout a() {                                                        \
       return {3, 5, {{0, 1}, {8, 0}, {0, 8}, {0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}}};            \
@@ -198,10 +186,7 @@ struct gfx942_16x16x8_xf32 {
 // mma.sync.aligned.m16n8k8.row.col.f32.{bf16,f16}: a_i at row g (+8 for
 // i >= 2), column 2t + (i & 1); b_i at row 2t + i, column g.
 #define KGATE_SM90_M16N8K8(Name, Type, Instr)                                                     \
-  struct Name {                                                                                   \
-    static constexpr Target target = Target::sm90;                                                \
-    static constexpr MmaType type = Type;                                                         \
-    static constexpr int M = 16, N = 8, K = 8, lanes = 32;                                        \
+  struct Name : atom_shape<Target::sm90, Type, 16, 8, 8> {                                        \
     static constexpr const char* name = Instr;                                                    \
     KGATE_HD static constexpr layout a() { return KGATE_SM90_C16x8; }                            \
     KGATE_HD static constexpr layout b() {                                                        \

@@ -27,9 +27,9 @@
 //          are aligned together to the largest exponent among the non-zero
 //          terms, each cut toward zero at 25 fractional bits below it, summed
 //          exactly, and the sum is normalised and cut toward zero to fp32 once
-//          per instruction (subnormal results kept). The special cases are in
-//          the runtime README ("sm90 numerics"), each with the H200 case that
-//          settled it.
+//          per instruction (subnormal results kept; a result cut to zero is
+//          +0, never -0). The special cases are in the runtime README ("sm90
+//          numerics"), each with the H200 case that settled it.
 // NaN results are the quiet NaN 0x7FC00000 (exact, cdna3) and 0x7FFFFFFF
 // (sm90).
 #pragma once
@@ -141,7 +141,8 @@ inline std::int64_t sm90_sum(const std::int32_t* am, const std::int32_t* ae, con
 }
 
 // s * 2^(e - 25), normalised and cut toward zero to fp32 (s * 2^(e-25) is
-// exact in a double; subnormal results kept; 2^128 and beyond: Inf).
+// exact in a double; subnormal results kept; below 2^-149: +0; 2^128 and
+// beyond: Inf).
 inline float sm90_round(std::int64_t s, std::int32_t e) {
   const auto scale = kgate::bit_cast<double>(static_cast<std::uint64_t>(e - 25 + 1023) << 52);  // 2^(e-25)
   const auto u = kgate::bit_cast<std::uint64_t>(static_cast<double>(s) * scale);
@@ -152,8 +153,11 @@ inline float sm90_round(std::int64_t s, std::int32_t e) {
   if (ed >= -126)
     return kgate::bit_cast<float>(sign | static_cast<std::uint32_t>(ed + 127) << 23 |
                                   static_cast<std::uint32_t>((mant >> 29) & 0x7fffffu));
-  const int sh = 52 - (ed + 149);  // subnormal: units of 2^-149
-  return kgate::bit_cast<float>(sign | static_cast<std::uint32_t>(sh >= 64 ? 0 : mant >> sh));
+  // Subnormal: units of 2^-149. A sum cut to zero is +0 whatever its sign
+  // (the H200 never returns -0; runtime README, "sm90 numerics").
+  const int sh = 52 - (ed + 149);
+  const auto m = static_cast<std::uint32_t>(sh >= 64 ? 0 : mant >> sh);
+  return kgate::bit_cast<float>(m != 0 ? sign | m : 0u);
 }
 
 // x * 2^sh rounded toward minus infinity (x signed).
