@@ -5,7 +5,10 @@
 #   2. host: the host half (launch stubs, HIP API calls) compiled to an object;
 #   3. the resource report of every kernel is printed as a table and checked:
 #      no scratch, no spills, no dynamic stack, static LDS <= 64 KiB.
-# Inputs (-D): CLANG, LLVM_MC, BITCODE_DIR, SOURCE, NAME, ROOT, OUT_DIR.
+#   4. with EXPECT_ISA (a ;-separated list), every listed instruction must
+#      appear in the ISA listing (e.g. the v_mfma_* an MMA atom compiles to).
+# Inputs (-D): CLANG, LLVM_MC, BITCODE_DIR, SOURCE, NAME, ROOT, OUT_DIR,
+# optional EXPECT_ISA.
 cmake_minimum_required(VERSION 3.25)
 file(MAKE_DIRECTORY ${OUT_DIR})
 set(common -x hip --offload-arch=gfx942 -std=c++20 -O3 -ffp-contract=off -fno-fast-math
@@ -88,6 +91,18 @@ foreach(k IN LISTS kernels)
   endif()
 endforeach()
 message("${table}")
+if(EXPECT_ISA)
+  file(READ ${OUT_DIR}/${NAME}.gfx942.s isa)
+  foreach(instr IN LISTS EXPECT_ISA)
+    string(REGEX MATCHALL "[ \t]${instr}[ \t]" hits "${isa}")
+    list(LENGTH hits n)
+    if(n EQUAL 0)
+      list(APPEND failures "the ISA has no ${instr}")
+    else()
+      message("gfx942: ${instr} x ${n}")
+    endif()
+  endforeach()
+endif()
 if(failures)
   string(REPLACE ";" "\n  " failures "${failures}")
   message(FATAL_ERROR "gfx942 resource check failed:\n  ${failures}")
