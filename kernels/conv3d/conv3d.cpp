@@ -8,6 +8,7 @@
 #include "kernels/conv3d/conv3d.hpp"
 
 #include <algorithm>
+#include <type_traits>
 #include <stdexcept>
 
 #include "kernels/conv3d/conv_kernels.hpp"
@@ -30,8 +31,23 @@ constexpr std::int64_t kMaxWorkspace = std::int64_t{256} << 20;
 constexpr int kMaxBn = 16;
 constexpr std::int64_t kMaxGridX = 0x7fffffff, kMaxGridYZ = 65535;
 
+// The MMA atom this backend runs for an input dtype (HIP: gfx942, CUDA:
+// sm90, host: its configured target), as data.
+struct AtomInfo {
+  bool ok = false;
+  rt::Target target = rt::Target::gfx942;
+  int m = 0, n = 0, k = 0, lanes = 0;
+  const char* name = "";
+};
+
+// The contract family runs on matrix cores for bf16 / fp16 when the channels
+// fill at least one atom's K (clg) and half a wave tile's N (csg); narrower
+// problems waste most of each instruction and stay portable.
+constexpr std::int64_t kMmaMinK = 8, kMmaMinN = 16;
+
 struct Shape {
   ref::detail::DirPlan dp;
+  AtomInfo atom;  // ok: the main kernel is conv_contract_mma
   cv::Geom g{};
   int bn = 1;
   std::int64_t phases = 1;
@@ -53,6 +69,22 @@ void pick_split(std::int64_t rows, std::int64_t numel, std::int64_t& splits, std
   splits = std::clamp<std::int64_t>(rows / kSliceRows, 1, kMaxSplits);
   while (splits > 1 && splits * numel * 4 > kMaxWorkspace) --splits;
   slice = std::max<std::int64_t>(1, cv::ceil_div(rows, splits));
+}
+
+template <rt::MmaType E>
+AtomInfo atom_of() {
+  AtomInfo r;
+  rt::mma::with_default_atom<E>([&](auto atom) {
+    using Atom = decltype(atom);
+    r = {true, Atom::target, Atom::M, Atom::N, Atom::K, Atom::lanes, Atom::name};
+  });
+  return r;
+}
+
+AtomInfo atom_for(DType src) {
+  if (src == DType::bf16) return atom_of<rt::MmaType::bf16>();
+  if (src == DType::fp16) return atom_of<rt::MmaType::f16>();
+  return {};
 }
 
 Shape shape_of(const ConvProblem& p) {
@@ -79,11 +111,17 @@ Shape shape_of(const ConvProblem& p) {
   g.taps = c.taps;
   switch (s.dp.kind) {
     case Kind::contract: {
+      s.max_taps = g.taps;
+      if (g.clg >= kMmaMinK && g.csg >= kMmaMinN) s.atom = atom_for(p.src);
+      if (s.atom.ok) {
+        s.main_grid[0] = cv::ceil_div(g.n * g.s_pos, static_cast<std::int64_t>(cv::kWM) * s.atom.m);
+        s.main_grid[1] = g.groups * cv::ceil_div(g.csg, static_cast<std::int64_t>(cv::kWN) * s.atom.n);
+        break;
+      }
       s.bn = pick_bn(g.csg);
       const std::int64_t bm = cv::kThreads / s.bn;
       s.main_grid[0] = cv::ceil_div(g.n * g.s_pos, cv::kTM * bm);
       s.main_grid[1] = g.groups * cv::ceil_div(g.csg, static_cast<std::int64_t>(cv::kTN) * s.bn);
-      s.max_taps = g.taps;
       break;
     }
     case Kind::scatter: {
@@ -135,7 +173,7 @@ std::array<std::uint32_t, 3> grid3(std::int64_t x, std::int64_t y, std::int64_t 
 
 const char* main_kernel(const Shape& s) {
   switch (s.dp.kind) {
-    case Kind::contract: return "conv_contract";
+    case Kind::contract: return s.atom.ok ? "conv_contract_mma" : "conv_contract";
     case Kind::scatter: return s.one_tap ? "conv_scatter_one_tap" : "conv_scatter";
     case Kind::wgrad: return "conv_wgrad";
   }
@@ -192,16 +230,34 @@ Plan conv_plan(const ConvProblem& p) {
   const cv::Geom& g = s.g;
   Plan pl;
   pl.op = std::string(name(p.op)) + "." + std::string(name(p.dir));
-  pl.variant = std::string("portable-igemm/") + main_kernel(s) + "/t" + std::to_string(cv::kTM) + "x" +
-               std::to_string(cv::kTN);
-  pl.params = {{"threads", cv::kThreads}, {"tile_m", cv::kTM}, {"tile_n", cv::kTN}, {"bn", s.bn},
-               {"bm", cv::kThreads / s.bn}};
   const std::array<std::uint32_t, 3> block{cv::kThreads, 1, 1};
-  pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], s.main_grid[2]), block, 0});
+  if (s.atom.ok) {
+    pl.variant = std::string("mma-igemm/") + s.atom.name + "/" + std::to_string(cv::kWM) + "x" +
+                 std::to_string(cv::kWN) + " atoms";
+    pl.params = {{"threads", s.atom.lanes}, {"tile_m", cv::kWM * s.atom.m}, {"tile_n", cv::kWN * s.atom.n},
+                 {"atom_k", s.atom.k}};
+    const std::array<std::uint32_t, 3> wave{static_cast<std::uint32_t>(s.atom.lanes), 1, 1};
+    pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], 1), wave,
+                        static_cast<std::uint64_t>(cv::kWM * s.atom.m * 8)});
+  } else {
+    pl.variant = std::string("portable-igemm/") + main_kernel(s) + "/t" + std::to_string(cv::kTM) + "x" +
+                 std::to_string(cv::kTN);
+    pl.params = {{"threads", cv::kThreads}, {"tile_m", cv::kTM}, {"tile_n", cv::kTN}, {"bn", s.bn},
+                 {"bm", cv::kThreads / s.bn}};
+    pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], s.main_grid[2]), block, 0});
+  }
   const std::string out = std::string(name(s.dp.out));
   switch (s.dp.kind) {
     case Kind::contract: {
       ReductionPlan r = ReductionPlan::sequential(g.taps * g.clg);
+      if (s.atom.ok) {
+        // One chain of instructions per output over taps x channels (padded
+        // to whole atoms); cdna3 rounds per 8-product group, sm_90 per
+        // instruction.
+        r.length = g.taps * cv::ceil_div(g.clg, s.atom.k) * s.atom.k;
+        r.model = s.atom.target == rt::Target::sm90 ? AccumModel::mma_sm90 : AccumModel::mfma_cdna3;
+        r.chunk = s.atom.target == rt::Target::sm90 ? s.atom.k : 8;
+      }
       r.epilogue_ops = s.dp.bias_on_out ? 1 : 0;
       pl.reduction[out] = r;
       break;
@@ -266,6 +322,19 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
       switch (s.dp.kind) {
         case Kind::contract: {
           const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
+          if constexpr (!std::is_same_v<Tin, float>) {
+            if (s.atom.ok) {
+              constexpr auto type = std::is_same_v<Tin, kgate::bf16> ? rt::MmaType::bf16 : rt::MmaType::f16;
+              rt::mma::with_default_atom<type>([&](auto atom) {
+                using Atom = decltype(atom);
+                rt::LaunchConfig c = conv_config(s.main_grid[0], s.main_grid[1]);
+                c.block = rt::dim3(Atom::lanes);
+                KGATE_LAUNCH((cv::conv_contract_mma<Atom, Tin, Tout>), c, args);
+              });
+              mark();
+              break;
+            }
+          }
           KGATE_LAUNCH((cv::conv_contract<Tin, Tout>), conv_config(s.main_grid[0], s.main_grid[1]), args);
           mark();
           break;

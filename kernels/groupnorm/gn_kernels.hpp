@@ -1,7 +1,7 @@
 // GroupNorm kernels for NDHWC tensors: statistics (two-pass moments per
 // batch of kRowBatch rows x V channels, Chan-combined within a work-item, a
 // tree over a chunk's row lanes, and a tree across chunks: the pairwise
-// Welford family of ORACLES.md), normalize + affine + fused ReLU, and the
+// Welford family of docs/NUMERICS.md), normalize + affine + fused ReLU, and the
 // backward pass. One source for every backend (kernels/runtime/runtime.hpp).
 //
 // Determinism by construction: no floating-point atomics; each chunk of rows

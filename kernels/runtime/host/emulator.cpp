@@ -1,5 +1,5 @@
 // The host backend's emulator: scheduler, fibers, thread pool, memory, LDS
-// and the wave collectives. Contract: EMULATOR.md; interface:
+// and the wave collectives. Contract: docs/EMULATOR.md; interface:
 // host_backend.hpp.
 #include <algorithm>
 #include <boost/context/fiber.hpp>

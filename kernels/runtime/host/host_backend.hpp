@@ -1,5 +1,5 @@
 // Host backend: the CPU emulator of gfx942 (../../../shared design:
-// EMULATOR.md). Workgroups run on a pool of OS threads in a selectable order;
+// docs/EMULATOR.md). Workgroups run on a pool of OS threads in a selectable order;
 // each work-item is a Boost.Context fiber; barriers and wave operations are
 // collective scheduling points of the workgroup's fibers. Defects a GPU would
 // hide (barrier divergence, LDS races, out-of-range LDS indices, writes past
