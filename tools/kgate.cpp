@@ -21,6 +21,7 @@
 #include "tools/bench_cmd.hpp"
 #include "tools/bitwise_cmd.hpp"
 #include "tools/gate.hpp"
+#include "tools/isa_cmd.hpp"
 #include "tools/verify.hpp"
 
 namespace fs = std::filesystem;
@@ -171,6 +172,10 @@ int main(int argc, char** argv) {
   bcli.torch_driver = std::string(KGATE_SOURCE_DIR) + "/tools/bench_torch.py";
   auto* bench = add_bench_command(app, bcli);
 
+  IsaCli icli;
+  icli.manifest = std::string(KGATE_BINARY_DIR) + "/kgate-isa-manifest.json";
+  auto* isa_cmd = add_isa_command(app, icli);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -188,6 +193,7 @@ int main(int argc, char** argv) {
     if (*verify) return run_verify(vopt);
     if (*audit) return run_audit_command(acli);
     if (*bench) return run_bench_command(bcli);
+    if (*isa_cmd) return run_isa_command(icli);
   } catch (const InputError& e) {
     std::cerr << "kgate: error: " << e.what() << "\n";
     return 2;
