@@ -14,6 +14,13 @@
 
 namespace kgate::kernels {
 
+// The dtype pairs the kernels take: fp32, bf16 or fp16 in; fp32 or the
+// input dtype out.
+inline bool supported_pair(DType src, DType dst) {
+  if (src == DType::fp64 || dst == DType::fp64) return false;
+  return dst == DType::fp32 || dst == src;
+}
+
 // A device copy of a host tensor (or of uninitialised output storage).
 struct DeviceTensor {
   rt::DeviceBuffer<std::byte> buf;

@@ -12,9 +12,9 @@ namespace kgate::oracle {
 // gamma_k(u) = k*u / (1 - k*u); +Inf when k*u >= 1 (the bound says nothing).
 double gamma(double k, double u);
 
-// Unit roundoff of an accumulation: 2^-23 for MFMA cdna3 truncating chunks
-// (alignment and truncation inside a chunk, ORACLES.md), the IEEE u of the
-// accumulator dtype otherwise.
+// Unit roundoff of an accumulation: 2^-23 for the matrix-core models (MFMA
+// cdna3 truncating chunks, sm_90 mma.sync round-toward-zero: ORACLES.md),
+// the IEEE u of the accumulator dtype otherwise.
 double accumulation_u(const ReductionPlan& plan);
 
 // u_out: 0 for fp64/fp32 outputs (the fp32 rounding of the result is one of

@@ -307,6 +307,10 @@ Report compare_conv(const ConvProblem& p, Role output, const Tensor& reference, 
     c.lambda = hm_lambda(roundings, c.u_acc, opt.p_false);
   } else if (plan.model == AccumModel::mfma_cdna3) {
     c.tier3_reason = "truncating MFMA accumulation (mfma_cdna3): rounding errors are biased, not independent";
+  } else if (plan.model == AccumModel::mma_sm90) {
+    // Round-toward-zero is one-sided: the errors of a K loop add up like D u,
+    // not like sqrt(D) u, so the probabilistic tier does not hold.
+    c.tier3_reason = "round-toward-zero mma.sync accumulation (mma_sm90): errors are one-sided, a bias";
   }
   const double rel3 = t3 ? probabilistic_relative(plan, src_for_depth, c.lambda) : 0.0;
   const int epi = plan.epilogue_ops + (has_bias && plan.epilogue_ops == 0 ? 1 : 0);
@@ -318,7 +322,7 @@ Report compare_conv(const ConvProblem& p, Role output, const Tensor& reference, 
                                plan.narrow_partials() ? significand_bits(plan.partial) : 99});
   const double exact_limit = std::ldexp(1.0, digits);
   if (!t1) c.tier1_reason = "fill '" + std::string(name(fill.kind)) + "' is not a lattice fill";
-  if (t1 && plan.model == AccumModel::mfma_cdna3) {
+  if (t1 && plan.model != AccumModel::ieee_rn) {
     // Integers in chunks: alignment to the chunk max keeps 24 fractional bits,
     // so integer products below 2^24 are never truncated; the same limit holds.
   }

@@ -5,6 +5,8 @@
 
 #include <rapidcheck.h>
 
+#include <algorithm>
+
 #include "reference/descriptor.hpp"
 #include "reference/fill.hpp"
 #include "reference/problem.hpp"
@@ -55,6 +57,69 @@ inline rc::Gen<Fill> gen_groupnorm_fill() {
   });
 }
 
+
+// Convolution problems of every operator-direction: groups, per-axis kernel
+// in {1, 2, 3, 5}, stride 1-3, dilation 1-2, asymmetric padding, output
+// padding (conv_transpose3d), bias, every supported dtype pair and the three
+// shape forms, with small extents (the input grows until the output exists).
+inline rc::Gen<ConvProblem> gen_conv() {
+  return rc::gen::exec([] {
+    ConvProblem p;
+    p.op = *rc::gen::element(ConvOp::conv3d, ConvOp::conv_transpose3d);
+    p.dir = *rc::gen::element(ConvDir::fwd, ConvDir::bwd_data, ConvDir::bwd_weight);
+    p.n = *rc::gen::inRange<std::int64_t>(1, 3);
+    p.groups = *rc::gen::inRange<std::int64_t>(1, 4);
+    p.cin = p.groups * *rc::gen::inRange<std::int64_t>(1, 6);
+    p.cout = p.groups * *rc::gen::inRange<std::int64_t>(1, 6);
+    p.form = *rc::gen::element(ShapeForm::logical, ShapeForm::halo, ShapeForm::adapter);
+    for (int a = 0; a < 3; ++a) {
+      p.kernel[a] = *rc::gen::element<std::int64_t>(1, 2, 3, 5);
+      p.stride[a] = *rc::gen::inRange<std::int64_t>(1, 4);
+      p.dilation[a] = *rc::gen::inRange<std::int64_t>(1, 3);
+      p.in[a] = *rc::gen::inRange<std::int64_t>(1, 7);
+      if (p.form != ShapeForm::logical) p.halo[a] = *rc::gen::inRange<std::int64_t>(0, 3);
+      if (p.form == ShapeForm::halo || p.halo[a] > 0) {
+        p.in[a] = std::max(p.in[a], 2 * p.halo[a] + 1);
+      } else {
+        p.pad_front[a] = *rc::gen::inRange<std::int64_t>(0, 3);
+        p.pad_back[a] = *rc::gen::inRange<std::int64_t>(0, 3);
+      }
+      const std::int64_t span = p.dilation[a] * (p.kernel[a] - 1) + 1;
+      if (p.op == ConvOp::conv3d) {
+        p.in[a] = std::max(p.in[a], span - p.pad_front[a] - p.pad_back[a]);
+      } else {
+        p.output_padding[a] = *rc::gen::inRange<std::int64_t>(0, std::max(p.stride[a], p.dilation[a]));
+        // out = (in - 1)*s - pads + span + op >= 1
+        while ((p.in[a] - 1) * p.stride[a] - p.pad_front[a] - p.pad_back[a] + span + p.output_padding[a] < 1) ++p.in[a];
+      }
+    }
+    if (p.form == ShapeForm::halo && p.halo[0] == 0 && p.halo[1] == 0 && p.halo[2] == 0) {
+      p.halo[0] = 1;
+      p.pad_front[0] = p.pad_back[0] = 0;
+      p.in[0] = std::max<std::int64_t>(p.in[0], 3);
+      if (p.op == ConvOp::conv3d) p.in[0] = std::max(p.in[0], p.dilation[0] * (p.kernel[0] - 1) + 1);
+    }
+    p.bias = *rc::gen::element(false, true);
+    p.src = *rc::gen::element(DType::fp32, DType::bf16, DType::fp16);
+    p.dst = *rc::gen::element(DType::fp32, p.src);
+    p.validate();
+    return p;
+  });
+}
+
+// A fill for a convolution: the exact lattice fill (tier 1), signed or
+// all-positive random data.
+inline rc::Gen<Fill> gen_conv_fill(const ConvProblem& p) {
+  return rc::gen::exec([p] {
+    const auto seed = *rc::gen::inRange<std::uint64_t>(0, 1000000);
+    switch (*rc::gen::inRange(0, 3)) {
+      case 0: return lattice_fill(Problem(p), seed);
+      case 1: return parse_fill("signed", seed);
+      default: return parse_fill("positive", seed);
+    }
+  });
+}
+
 }  // namespace kgate::prop
 
 namespace rc {
@@ -62,10 +127,15 @@ template <>
 struct Arbitrary<kgate::GroupNormProblem> {
   static Gen<kgate::GroupNormProblem> arbitrary() { return kgate::prop::gen_groupnorm(); }
 };
+template <>
+struct Arbitrary<kgate::ConvProblem> {
+  static Gen<kgate::ConvProblem> arbitrary() { return kgate::prop::gen_conv(); }
+};
 }  // namespace rc
 
 namespace kgate {
 // RapidCheck prints a counterexample through this: the descriptor.
 inline void showValue(const GroupNormProblem& p, std::ostream& os) { os << to_descriptor(p); }
+inline void showValue(const ConvProblem& p, std::ostream& os) { os << to_descriptor(p); }
 inline void showValue(const Fill& f, std::ostream& os) { os << "--fill " << fill_string(f) << " --seed " << f.seed; }
 }  // namespace kgate

@@ -7,7 +7,10 @@
 // `splits` slices; each slice is summed by a sequential loop of at most
 // `length` steps in `acc` (IEEE round-to-nearest) or by MFMA instructions
 // (`model = mfma_cdna3`: chunks of `chunk` products aligned to the chunk's
-// largest exponent and truncated, EMULATOR.md). Each slice's partial is stored
+// largest exponent and truncated, EMULATOR.md; `model = mma_sm90`: sm_90
+// mma.sync, each instruction's `chunk` products and the running sum fused,
+// cut toward zero at 25 fractional bits and rounded toward zero to fp32
+// once: a one-sided error per instruction). Each slice's partial is stored
 // in `partial` (one rounding when narrower than `acc`), then the partials are
 // combined in `acc` by a tree (depth ceil(log2 S)) or serially (S - 1 adds).
 // `epilogue_ops` counts the floating-point operations after the reduction
@@ -34,10 +37,12 @@
 
 namespace kgate {
 
-enum class AccumModel : std::uint8_t { ieee_rn, mfma_cdna3 };
+enum class AccumModel : std::uint8_t { ieee_rn, mfma_cdna3, mma_sm90 };
 enum class PartialCombine : std::uint8_t { tree, serial };
 
-constexpr std::string_view name(AccumModel m) { return m == AccumModel::ieee_rn ? "ieee_rn" : "mfma_cdna3"; }
+constexpr std::string_view name(AccumModel m) {
+  return m == AccumModel::ieee_rn ? "ieee_rn" : m == AccumModel::mfma_cdna3 ? "mfma_cdna3" : "mma_sm90";
+}
 constexpr std::string_view name(PartialCombine c) { return c == PartialCombine::tree ? "tree" : "serial"; }
 
 struct ReductionPlan {
@@ -47,7 +52,7 @@ struct ReductionPlan {
   DType acc = DType::fp32;      // accumulator
   DType partial = DType::fp32;  // storage of slice partials (== acc: no extra rounding)
   AccumModel model = AccumModel::ieee_rn;
-  int chunk = 8;         // products per MFMA chunk (mfma_cdna3 only)
+  int chunk = 8;         // products per MFMA chunk / mma instruction (matrix-core models only)
   int epilogue_ops = 0;  // rounded operations after the reduction
 
   // Combine levels: ceil(log2 S) for a tree, S - 1 serially, 0 when S == 1.
@@ -101,7 +106,7 @@ inline std::string to_string(const ReductionPlan& p) {
   o << " acc=" << name(p.acc);
   if (p.partial != p.acc) o << " partial=" << name(p.partial);
   o << ' ' << name(p.model);
-  if (p.model == AccumModel::mfma_cdna3) o << " chunk=" << p.chunk;
+  if (p.model != AccumModel::ieee_rn) o << " chunk=" << p.chunk;
   if (p.epilogue_ops) o << " epi=" << p.epilogue_ops;
   o << " (D=" << p.depth() << ")";
   return o.str();
@@ -157,7 +162,8 @@ inline ReductionPlan reduction_from_json(const nlohmann::json& j, const std::str
   const std::string m = str("model", "ieee_rn");
   if (m == "ieee_rn") p.model = AccumModel::ieee_rn;
   else if (m == "mfma_cdna3") p.model = AccumModel::mfma_cdna3;
-  else throw InputError(where + ".model", "expected ieee_rn or mfma_cdna3, got '" + m + "'");
+  else if (m == "mma_sm90") p.model = AccumModel::mma_sm90;
+  else throw InputError(where + ".model", "expected ieee_rn, mfma_cdna3 or mma_sm90, got '" + m + "'");
   p.chunk = static_cast<int>(integer("chunk", 8));
   p.epilogue_ops = static_cast<int>(integer("epilogue_ops", 0));
   try {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <regex>
 
 #include "corpus/corpus_file.hpp"
 #include "reference/error.hpp"
@@ -42,9 +43,11 @@ struct Outcome {
   std::string error;
   std::vector<isa::KernelReport> kernels;
   std::vector<isa::Finding> findings;
+  std::vector<std::string> missing;  // expected instructions absent
 };
 
-Outcome audit_gfx942(const nlohmann::json& tc, const std::string& root, const Source& s, const fs::path& out) {
+Outcome audit_gfx942(const nlohmann::json& tc, const std::string& root, const Source& s, const fs::path& out,
+                     const std::vector<std::string>& expect) {
   Outcome o;
   o.target = "gfx942";
   o.name = s.name;
@@ -79,7 +82,14 @@ Outcome audit_gfx942(const nlohmann::json& tc, const std::string& root, const So
     o.error = "no kernel resource remarks:\n" + remarks;
     return o;
   }
-  isa::scan_gfx942_isa(corpus::read_text(asm_path.string()), o.kernels);
+  const std::string listing = corpus::read_text(asm_path.string());
+  isa::scan_gfx942_isa(listing, o.kernels);
+  for (const auto& want : expect) {
+    const std::regex re("[ \t]" + want + "[ \t]");
+    const auto n = std::distance(std::sregex_iterator(listing.begin(), listing.end(), re), std::sregex_iterator());
+    if (n == 0) o.missing.push_back("the ISA has no " + want);
+    else std::cout << "gfx942: " << want << " x " << n << "\n";
+  }
   o.compiled = true;
   return o;
 }
@@ -123,6 +133,7 @@ CLI::App* add_isa_command(CLI::App& app, IsaCli& cli) {
   c->add_option("--source", cli.sources, "audit these sources instead of the build's production kernels");
   c->add_option("--name", cli.name, "name of the --source (file stem by default)");
   c->add_flag("--all", cli.all, "also the runtime's test kernels (conformance, probes)");
+  c->add_option("--expect-instruction", cli.expect, "gfx942 instructions the ISA must contain (e.g. an MMA atom's v_mfma_*)");
   c->add_option("--json", cli.json, "JSON report ('' writes none)")->capture_default_str();
   return c;
 }
@@ -159,8 +170,9 @@ int run_isa_command(const IsaCli& cli) {
   int failures = 0;
   for (const auto& t : targets)
     for (const auto& s : sources) {
-      Outcome o = t == "gfx942" ? audit_gfx942(m.at(t), root, s, out) : audit_cuda(m.at(t), root, s, out);
+      Outcome o = t == "gfx942" ? audit_gfx942(m.at(t), root, s, out, cli.expect) : audit_cuda(m.at(t), root, s, out);
       if (o.compiled) o.findings = isa::check(o.kernels, s.production);
+      for (const auto& miss : o.missing) o.findings.push_back({o.name, "expected-instruction", miss});
       std::cout << isa::table(t + " resources for " + o.name + " (" + o.source + "):", o.kernels);
       if (!o.error.empty()) std::cout << "  ERROR: " << o.error << "\n";
       for (const auto& f : o.findings) std::cout << "  FAIL " << f.check << ": " << f.message << "\n";

@@ -16,6 +16,7 @@ struct IsaCli {
   std::vector<std::string> sources;   // instead of the manifest's kernels
   std::string name;
   bool all = false;                   // include the runtime's test kernels
+  std::vector<std::string> expect;    // instructions the ISA must contain (gfx942)
   std::string json = "kgate-isa.json";
 };
 

@@ -33,7 +33,8 @@ int run_verify(const VerifyOptions& opt);
 // stride, padding, form and dtypes, with the interior spatial extent cut to
 // the largest cube side (at most the original) whose cost is within budget
 // (never below 1): conv FLOPs <= flop_budget; GroupNorm elements <=
-// flop_budget / 256.
+// flop_budget / 256. A conv is never cut below the smallest side at which
+// every kernel tap meets the input (when the original has that property).
 Problem reduce_extents(const Problem& p, double flop_budget);
 
 }  // namespace kgate

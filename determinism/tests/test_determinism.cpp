@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "determinism/run_digest.hpp"
+#include "kernels/conv3d/conv3d.hpp"
+#include "kernels/conv3d/conv_kernels.hpp"
 #include "kernels/runtime/runtime.hpp"
 #include "reference/descriptor.hpp"
 
@@ -21,6 +23,12 @@ const char* kProblems[] = {
     "groupnorm.fwd bf16 n2 c64 g8 d6 relu",       "groupnorm.bwd bf16 n2 c64 g8 d6 relu",
     "groupnorm.fwd fp32 n1 c1024 g8 d3 relu",     "groupnorm.bwd fp32 n1 c1024 g8 d3 relu",
     "groupnorm.fwd fp16:fp16 n1 c12 g3 d9 h8 w7", "groupnorm.bwd fp16:fp16 n1 c12 g3 d9 h8 w7 noaffine",
+    // The six convolution directions; the backward-weights split K (4 and 4
+    // slices, dbias 4 and 32) so the fixed trees take part.
+    "conv3d.fwd bf16 n1 c8 k12 d7 kd3 p1 bias",   "conv3d.bwd_data fp32 n1 c6 k8 d7 kd3 s2 p1",
+    "conv3d.bwd_weight fp32 n2 c8 k8 d13 kd3 p1 bias",
+    "conv_transpose3d.fwd bf16:fp32 n1 c8 k6 d5 kd2 s2 bias", "conv_transpose3d.bwd_data fp16 n1 c8 k6 d5 kd3 s2 p1",
+    "conv_transpose3d.bwd_weight fp32 n1 c8 k8 d16 kd2 s2 bias",
 };
 
 // Large enough that several workgroups (chunks) take part.
@@ -145,6 +153,97 @@ TEST(Determinism, FloatAtomicNegativeControlIsCaught) {
   for (std::uint64_t seed = 1; seed <= 8; ++seed) differing += run(host::Order::shuffled, seed) != in_order;
   differing += run(host::Order::reversed, 0) != in_order;
   EXPECT_GT(differing, 0) << "the emulator's workgroup orders did not expose a float-atomic reduction";
+}
+
+// The split count of backward-weight is a function of the problem alone: the
+// same under every emulator configuration and for a re-parsed copy, and it
+// changes only when the problem does (K = N*D*H*W grows).
+TEST(Determinism, SplitCountIsAPureFunctionOfTheProblem) {
+  const char* d = "conv3d.bwd_weight fp32 n2 c8 k8 d13 kd3 p1 bias";
+  const Problem p = parse_descriptor(d);
+  const kernels::Plan want = kernels::plan(p);
+  ASSERT_GT(want.params.at("splits"), 1) << kernels::to_string(want);
+  for (int t = 1; t <= 4; ++t) {
+    host::Config c = host::config();
+    c.threads = t;
+    c.order = static_cast<host::Order>(t % 3);
+    host::ScopedConfig s(c);
+    EXPECT_EQ(kernels::plan(parse_descriptor(to_descriptor(p))), want);
+  }
+  EXPECT_EQ(kernels::conv_wgrad_splits(std::get<ConvProblem>(p)), want.params.at("splits"));
+  EXPECT_EQ(want.reduction.at("dw").splits, want.params.at("splits"));
+  const Problem bigger = parse_descriptor("conv3d.bwd_weight fp32 n2 c8 k8 d26 kd3 p1 bias");
+  EXPECT_GT(kernels::plan(bigger).params.at("splits"), want.params.at("splits"));
+}
+
+// Negative control for backward-weight: the production slices (conv_wgrad)
+// combined with a float atomic per slice in workgroup order instead of the
+// fixed tree. In fp32 a different order changes some element by an ulp, so
+// the emulator's workgroup orders must expose it; the production plan under
+// the same orders does not move.
+KGATE_KERNEL(atomic_combine, const float* ws, std::int64_t numel, float* out) {
+  const std::int64_t e = static_cast<std::int64_t>(rt::block_idx().x) * 64 + rt::thread_idx().x;
+  if (e < numel) rt::atomic_add_unordered(out + e, ws[rt::block_idx().y * numel + e]);
+}
+
+TEST(Determinism, FloatAtomicBackwardWeightIsCaught) {
+  const char* d = "conv3d.bwd_weight fp32 n1 c8 k8 d16 kd3 p1";
+  const Problem p = parse_descriptor(d);
+  const ConvProblem& cp = std::get<ConvProblem>(p);
+  const std::int64_t splits = kernels::conv_wgrad_splits(cp);
+  ASSERT_GT(splits, 2);
+  const kernels::cv::Geom g = kernels::conv_device_geom(cp);
+  const auto in = make_inputs(p, parse_fill("signed", 5));
+  const Tensor& dy = in.at(Role::dy);
+  const Tensor& x = in.at(Role::x);
+  const std::int64_t numel = g.cs * g.taps * g.clg;
+  auto run = [&](host::Order order, std::uint64_t seed) {
+    host::Config c = host::config();
+    c.threads = 1;
+    c.order = order;
+    c.seed = seed;
+    host::ScopedConfig s(c);
+    rt::DeviceBuffer<float> ddy(static_cast<std::size_t>(dy.numel())), dx(static_cast<std::size_t>(x.numel()));
+    rt::DeviceBuffer<float> ws(static_cast<std::size_t>(splits * numel)), out(static_cast<std::size_t>(numel));
+    rt::copy_h2d(ddy.data(), dy.data(), static_cast<std::size_t>(dy.nbytes()));
+    rt::copy_h2d(dx.data(), x.data(), static_cast<std::size_t>(x.nbytes()));
+    rt::device_memset(out.data(), 0, static_cast<std::size_t>(numel) * 4);
+    const std::int64_t rows = g.n * g.s_pos;
+    const kernels::cv::WgradArgs wa{g, ddy.data(), dx.data(), ws.data(), 16, (rows + splits - 1) / splits};
+    rt::LaunchConfig cfg;
+    cfg.grid = rt::dim3(static_cast<unsigned>(g.taps * ((g.clg + 63) / 64)), static_cast<unsigned>(g.groups),
+                        static_cast<unsigned>(splits));
+    cfg.block = rt::dim3(kernels::cv::kThreads);
+    KGATE_LAUNCH((kernels::cv::conv_wgrad<float>), cfg, wa);
+    rt::LaunchConfig ac;
+    ac.grid = rt::dim3(static_cast<unsigned>((numel + 63) / 64), static_cast<unsigned>(splits));
+    ac.block = rt::dim3(64);
+    KGATE_LAUNCH(atomic_combine, ac, ws.data(), numel, out.data());
+    const auto v = out.download();
+    return std::vector<float>(v.begin(), v.end());
+  };
+  const auto in_order = run(host::Order::in_order, 0);
+  int differing = 0;
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) differing += run(host::Order::shuffled, seed) != in_order;
+  differing += run(host::Order::reversed, 0) != in_order;
+  EXPECT_GT(differing, 0) << "the emulator's workgroup orders did not expose a float-atomic backward-weight";
+
+  // The production plan (fixed tree) under the same orders.
+  host::Config base = host::config();
+  base.threads = 1;
+  base.order = host::Order::in_order;
+  std::map<std::string, std::string> want;
+  {
+    host::ScopedConfig s(base);
+    want = run_digests(p, parse_fill("signed", 5));
+  }
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    host::Config c = base;
+    c.order = host::Order::shuffled;
+    c.seed = seed;
+    host::ScopedConfig s(c);
+    EXPECT_EQ(run_digests(p, parse_fill("signed", 5)), want);
+  }
 }
 
 }  // namespace

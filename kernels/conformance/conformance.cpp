@@ -19,12 +19,7 @@ constexpr int kGemmK = 64;
 
 // Deterministic inputs from an integer hash (splitmix64): identical on every
 // machine, no library random engine involved.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+std::uint64_t mix(std::uint64_t x) { return rt::splitmix64(x); }
 // A float in [-1, 1) with 24 significant bits (exact in fp32).
 float input_float(std::uint64_t stream, std::uint64_t i) {
   const auto m = static_cast<std::int64_t>(mix(stream * 0x100000000ull + i) >> 40) - (std::int64_t{1} << 23);
@@ -126,8 +121,11 @@ std::vector<Output> run_device(int scale) {
     da.upload(a);
     db.upload(b);
     const rt::dim3 grid(s.gemm_n / 32, s.gemm_m / 32);
-    KGATE_LAUNCH((tile_gemm<kGemmK>), (rt::LaunchConfig{grid, 64}), da.data(), db.data(), dc.data(), s.gemm_m,
-                 s.gemm_n);
+    rt::mma::with_default_atom<rt::MmaType::bf16>([&](auto atom) {
+      using Atom = decltype(atom);
+      KGATE_LAUNCH((tile_gemm<Atom, kGemmK>), (rt::LaunchConfig{grid, static_cast<unsigned>(Atom::lanes)}), da.data(),
+                   db.data(), dc.data(), s.gemm_n);
+    });
     outs.push_back(as_output("tile_gemm", dc.download()));
   }
   {  // hinted_copy

@@ -84,40 +84,47 @@ KGATE_KERNEL_BOUNDS(lds_transpose, 256, const float* in, float* out, int rows, i
 }
 
 // A 32x32 output tile of C = A (M x K, bf16) * B (K x N, bf16) in fp32 per
-// 64-work-item workgroup. With matrix cores: mfma_32x32x8bf16_1k over K in
-// steps of 8; otherwise a plain loop in increasing k. The inputs the
-// conformance set uses (small integers) make every sum exact, so both paths
-// give the same bits.
-template <int K>
-KGATE_KERNEL_BOUNDS(tile_gemm, 64, const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n) {
-  const int i0 = static_cast<int>(rt::block_idx().y) * 32, j0 = static_cast<int>(rt::block_idx().x) * 32;
+// workgroup of one wave, through an MMA atom (rt::mma; the backend's default
+// bf16 atom in the conformance set): the A and B tiles are staged in LDS,
+// then each K step runs (32/M) x (32/N) atoms, loading fragments from LDS by
+// coordinate and storing the accumulators by coordinate. The inputs the
+// conformance set uses (small integers) make every sum exact, so every atom
+// and numeric model gives the bits of the plain loop.
+template <class Atom, int K>
+KGATE_KERNEL_BOUNDS(tile_gemm, 64, const std::uint16_t* a, const std::uint16_t* b, float* c, int n) {
+  namespace mma = rt::mma;
+  constexpr int T = 32, RM = T / Atom::M, RN = T / Atom::N;
+  static_assert(T % Atom::M == 0 && T % Atom::N == 0 && K % Atom::K == 0);
+  KGATE_LDS(as, std::uint16_t, T * K);
+  KGATE_LDS(bs, std::uint16_t, K * T);
+  const long long i0 = static_cast<long long>(rt::block_idx().y) * T, j0 = static_cast<long long>(rt::block_idx().x) * T;
   const int t = static_cast<int>(rt::thread_idx().x);
-  if constexpr (rt::has_mfma) {
-    rt::f32x16 acc{};
-    for (int k0 = 0; k0 < K; k0 += 8) {
-      rt::bf16x4 av, bv;
-      for (int e = 0; e < 4; ++e) {
-        const int k = k0 + 4 * (t / 32) + e;  // A[i][k]: lane i + 32*(k/4), element k%4
-        av[e] = static_cast<short>(a[static_cast<long long>(i0 + t % 32) * K + k]);
-        bv[e] = static_cast<short>(b[static_cast<long long>(k) * n + j0 + t % 32]);
+  for (int e = t; e < T * K; e += Atom::lanes) as[e] = a[(i0 + e / K) * K + e % K];
+  for (int e = t; e < K * T; e += Atom::lanes) bs[e] = b[static_cast<long long>(e / T) * n + j0 + e % T];
+  rt::barrier();
+  mma::c_frag<Atom> acc[RM][RN];
+  KGATE_MMA_UNROLL
+  for (int rm = 0; rm < RM; ++rm)
+    KGATE_MMA_UNROLL
+    for (int rn = 0; rn < RN; ++rn) acc[rm][rn] = mma::zero_c<Atom>();
+  for (int k0 = 0; k0 < K; k0 += Atom::K) {
+    KGATE_MMA_UNROLL
+    for (int rm = 0; rm < RM; ++rm) {
+      const auto af = mma::load_a<Atom>([&](int i, int k) { return as[(rm * Atom::M + i) * K + k0 + k]; });
+      KGATE_MMA_UNROLL
+      for (int rn = 0; rn < RN; ++rn) {
+        const auto bf = mma::load_b<Atom>([&](int k, int j) { return bs[(k0 + k) * T + rn * Atom::N + j]; });
+        acc[rm][rn] = mma::mma<Atom>(af, bf, acc[rm][rn]);
       }
-      acc = rt::mfma_32x32x8bf16_1k(av, bv, acc);
-    }
-    for (int r = 0; r < 16; ++r) {  // D[i][j]: lane j + 32*((i/4)%2), element (i%4) + 4*(i/8)
-      const int i = 8 * (r / 4) + 4 * (t / 32) + r % 4, j = t % 32;
-      c[static_cast<long long>(i0 + i) * n + j0 + j] = acc[r];
-    }
-  } else {
-    const int i = t / 2, jb = (t % 2) * 16;
-    for (int jj = 0; jj < 16; ++jj) {
-      float s = 0.0f;
-      for (int k = 0; k < K; ++k)
-        s += kgate::bf16_bits_to_fp32(a[static_cast<long long>(i0 + i) * K + k]) *
-             kgate::bf16_bits_to_fp32(b[static_cast<long long>(k) * n + j0 + jb + jj]);
-      c[static_cast<long long>(i0 + i) * n + j0 + jb + jj] = s;
     }
   }
-  (void)m;
+  KGATE_MMA_UNROLL
+  for (int rm = 0; rm < RM; ++rm)
+    KGATE_MMA_UNROLL
+    for (int rn = 0; rn < RN; ++rn)
+      mma::visit_c<Atom>(acc[rm][rn], [&](int i, int j, float v) {
+        c[(i0 + rm * Atom::M + i) * n + j0 + rn * Atom::N + j] = v;
+      });
 }
 
 // Hinted accesses: the runtime's wide and read-once loads and stores move

@@ -21,7 +21,7 @@ void expect_identical(const std::vector<kc::Output>& a, const std::vector<kc::Ou
 }
 
 TEST(Conformance, HostMatchesPlainCpp) {
-  rt::host::Config c = rt::host::config();
+  rt::host::Config c = rt::host::config_for(rt::Target::gfx942, rt::host::config());
   c.check_lds = true;
   rt::host::ScopedConfig sc(c);
   expect_identical(kc::run_device(), kc::run_plain_cpp());
@@ -30,7 +30,7 @@ TEST(Conformance, HostMatchesPlainCpp) {
 TEST(Conformance, IndependentOfOrderThreadsAndMfmaModel) {
   const auto ref = kc::run_plain_cpp();
   for (auto order : {rt::host::Order::reversed, rt::host::Order::shuffled}) {
-    rt::host::Config c = rt::host::config();
+    rt::host::Config c = rt::host::config_for(rt::Target::gfx942, rt::host::config());
     c.order = order;
     c.seed = 99;
     c.threads = order == rt::host::Order::reversed ? 1 : 2;
@@ -38,6 +38,18 @@ TEST(Conformance, IndependentOfOrderThreadsAndMfmaModel) {
     c.check_lds = false;
     rt::host::ScopedConfig sc(c);
     expect_identical(kc::run_device(), ref);
+  }
+}
+
+// The sm90 target: warp 32, the tile GEMM through the m16n8k16 atom (2 x 4
+// atoms per 32x32 tile) with the Hopper numerics, as the CUDA backend runs it.
+TEST(Conformance, Sm90TargetMatchesPlainCpp) {
+  for (auto model : {rt::MfmaModel::sm90, rt::MfmaModel::exact}) {
+    rt::host::Config c = rt::host::config_for(rt::Target::sm90, rt::host::config());
+    c.mfma = model;
+    c.check_lds = true;
+    rt::host::ScopedConfig sc(c);
+    expect_identical(kc::run_device(), kc::run_plain_cpp());
   }
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/conv3d/conv3d.hpp"
 
 #include <algorithm>
+#include <type_traits>
 #include <stdexcept>
 
 #include "kernels/conv3d/conv_kernels.hpp"
@@ -30,8 +31,23 @@ constexpr std::int64_t kMaxWorkspace = std::int64_t{256} << 20;
 constexpr int kMaxBn = 16;
 constexpr std::int64_t kMaxGridX = 0x7fffffff, kMaxGridYZ = 65535;
 
+// The MMA atom this backend runs for an input dtype (HIP: gfx942, CUDA:
+// sm90, host: its configured target), as data.
+struct AtomInfo {
+  bool ok = false;
+  rt::Target target = rt::Target::gfx942;
+  int m = 0, n = 0, k = 0, lanes = 0;
+  const char* name = "";
+};
+
+// The contract family runs on matrix cores for bf16 / fp16 when the channels
+// fill at least one atom's K (clg) and half a wave tile's N (csg); narrower
+// problems waste most of each instruction and stay portable.
+constexpr std::int64_t kMmaMinK = 8, kMmaMinN = 16;
+
 struct Shape {
   ref::detail::DirPlan dp;
+  AtomInfo atom;  // ok: the main kernel is conv_contract_mma
   cv::Geom g{};
   int bn = 1;
   std::int64_t phases = 1;
@@ -53,6 +69,22 @@ void pick_split(std::int64_t rows, std::int64_t numel, std::int64_t& splits, std
   splits = std::clamp<std::int64_t>(rows / kSliceRows, 1, kMaxSplits);
   while (splits > 1 && splits * numel * 4 > kMaxWorkspace) --splits;
   slice = std::max<std::int64_t>(1, cv::ceil_div(rows, splits));
+}
+
+template <rt::MmaType E>
+AtomInfo atom_of() {
+  AtomInfo r;
+  rt::mma::with_default_atom<E>([&](auto atom) {
+    using Atom = decltype(atom);
+    r = {true, Atom::target, Atom::M, Atom::N, Atom::K, Atom::lanes, Atom::name};
+  });
+  return r;
+}
+
+AtomInfo atom_for(DType src) {
+  if (src == DType::bf16) return atom_of<rt::MmaType::bf16>();
+  if (src == DType::fp16) return atom_of<rt::MmaType::f16>();
+  return {};
 }
 
 Shape shape_of(const ConvProblem& p) {
@@ -79,11 +111,17 @@ Shape shape_of(const ConvProblem& p) {
   g.taps = c.taps;
   switch (s.dp.kind) {
     case Kind::contract: {
+      s.max_taps = g.taps;
+      if (g.clg >= kMmaMinK && g.csg >= kMmaMinN) s.atom = atom_for(p.src);
+      if (s.atom.ok) {
+        s.main_grid[0] = cv::ceil_div(g.n * g.s_pos, static_cast<std::int64_t>(cv::kWM) * s.atom.m);
+        s.main_grid[1] = g.groups * cv::ceil_div(g.csg, static_cast<std::int64_t>(cv::kWN) * s.atom.n);
+        break;
+      }
       s.bn = pick_bn(g.csg);
       const std::int64_t bm = cv::kThreads / s.bn;
       s.main_grid[0] = cv::ceil_div(g.n * g.s_pos, cv::kTM * bm);
       s.main_grid[1] = g.groups * cv::ceil_div(g.csg, static_cast<std::int64_t>(cv::kTN) * s.bn);
-      s.max_taps = g.taps;
       break;
     }
     case Kind::scatter: {
@@ -135,21 +173,16 @@ std::array<std::uint32_t, 3> grid3(std::int64_t x, std::int64_t y, std::int64_t 
 
 const char* main_kernel(const Shape& s) {
   switch (s.dp.kind) {
-    case Kind::contract: return "conv_contract";
+    case Kind::contract: return s.atom.ok ? "conv_contract_mma" : "conv_contract";
     case Kind::scatter: return s.one_tap ? "conv_scatter_one_tap" : "conv_scatter";
     case Kind::wgrad: return "conv_wgrad";
   }
   return "?";
 }
 
-bool supported_pair(DType src, DType dst) {
-  if (src == DType::fp64 || dst == DType::fp64) return false;
-  return dst == DType::fp32 || dst == src;
-}
-
 // f.template operator()<Tin, Tout>() for the problem's dtypes.
 template <class F>
-void with_types(DType src, DType dst, F&& f) {
+void with_conv_types(DType src, DType dst, F&& f) {
   auto by_out = [&](auto tin) {
     using Tin = decltype(tin);
     if (dst == DType::fp32) f.template operator()<Tin, float>();
@@ -162,7 +195,7 @@ void with_types(DType src, DType dst, F&& f) {
   }
 }
 
-rt::LaunchConfig config(std::int64_t x, std::int64_t y = 1, std::int64_t z = 1) {
+rt::LaunchConfig conv_config(std::int64_t x, std::int64_t y = 1, std::int64_t z = 1) {
   rt::LaunchConfig c;
   c.grid = rt::dim3(static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z));
   c.block = rt::dim3(cv::kThreads);
@@ -170,6 +203,9 @@ rt::LaunchConfig config(std::int64_t x, std::int64_t y = 1, std::int64_t z = 1) 
 }
 
 }  // namespace
+
+cv::Geom conv_device_geom(const ConvProblem& p) { return shape_of(p).g; }
+std::int64_t conv_wgrad_splits(const ConvProblem& p) { return shape_of(p).splits; }
 
 Support conv_supported(const ConvProblem& p) {
   if (!supported_pair(p.src, p.dst))
@@ -194,16 +230,34 @@ Plan conv_plan(const ConvProblem& p) {
   const cv::Geom& g = s.g;
   Plan pl;
   pl.op = std::string(name(p.op)) + "." + std::string(name(p.dir));
-  pl.variant = std::string("portable-igemm/") + main_kernel(s) + "/t" + std::to_string(cv::kTM) + "x" +
-               std::to_string(cv::kTN);
-  pl.params = {{"threads", cv::kThreads}, {"tile_m", cv::kTM}, {"tile_n", cv::kTN}, {"bn", s.bn},
-               {"bm", cv::kThreads / s.bn}};
   const std::array<std::uint32_t, 3> block{cv::kThreads, 1, 1};
-  pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], s.main_grid[2]), block, 0});
+  if (s.atom.ok) {
+    pl.variant = std::string("mma-igemm/") + s.atom.name + "/" + std::to_string(cv::kWM) + "x" +
+                 std::to_string(cv::kWN) + " atoms";
+    pl.params = {{"threads", s.atom.lanes}, {"tile_m", cv::kWM * s.atom.m}, {"tile_n", cv::kWN * s.atom.n},
+                 {"atom_k", s.atom.k}};
+    const std::array<std::uint32_t, 3> wave{static_cast<std::uint32_t>(s.atom.lanes), 1, 1};
+    pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], 1), wave,
+                        static_cast<std::uint64_t>(cv::kWM * s.atom.m * 8)});
+  } else {
+    pl.variant = std::string("portable-igemm/") + main_kernel(s) + "/t" + std::to_string(cv::kTM) + "x" +
+                 std::to_string(cv::kTN);
+    pl.params = {{"threads", cv::kThreads}, {"tile_m", cv::kTM}, {"tile_n", cv::kTN}, {"bn", s.bn},
+                 {"bm", cv::kThreads / s.bn}};
+    pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], s.main_grid[2]), block, 0});
+  }
   const std::string out = std::string(name(s.dp.out));
   switch (s.dp.kind) {
     case Kind::contract: {
       ReductionPlan r = ReductionPlan::sequential(g.taps * g.clg);
+      if (s.atom.ok) {
+        // One chain of instructions per output over taps x channels (padded
+        // to whole atoms); cdna3 rounds per 8-product group, sm_90 per
+        // instruction.
+        r.length = g.taps * cv::ceil_div(g.clg, s.atom.k) * s.atom.k;
+        r.model = s.atom.target == rt::Target::sm90 ? AccumModel::mma_sm90 : AccumModel::mfma_cdna3;
+        r.chunk = s.atom.target == rt::Target::sm90 ? s.atom.k : 8;
+      }
       r.epilogue_ops = s.dp.bias_on_out ? 1 : 0;
       pl.reduction[out] = r;
       break;
@@ -264,17 +318,30 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
     if (dbias) rt::device_memset(dbias->data(), opt.prefill_byte, static_cast<std::size_t>(p.cout) * size_of(p.dst));
   }
   auto launch_all = [&](auto&& mark) {
-    with_types(p.src, p.dst, [&]<class Tin, class Tout>() {
+    with_conv_types(p.src, p.dst, [&]<class Tin, class Tout>() {
       switch (s.dp.kind) {
         case Kind::contract: {
           const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
-          KGATE_LAUNCH((cv::conv_contract<Tin, Tout>), config(s.main_grid[0], s.main_grid[1]), args);
+          if constexpr (!std::is_same_v<Tin, float>) {
+            if (s.atom.ok) {
+              constexpr auto type = std::is_same_v<Tin, kgate::bf16> ? rt::MmaType::bf16 : rt::MmaType::f16;
+              rt::mma::with_default_atom<type>([&](auto atom) {
+                using Atom = decltype(atom);
+                rt::LaunchConfig c = conv_config(s.main_grid[0], s.main_grid[1]);
+                c.block = rt::dim3(Atom::lanes);
+                KGATE_LAUNCH((cv::conv_contract_mma<Atom, Tin, Tout>), c, args);
+              });
+              mark();
+              break;
+            }
+          }
+          KGATE_LAUNCH((cv::conv_contract<Tin, Tout>), conv_config(s.main_grid[0], s.main_grid[1]), args);
           mark();
           break;
         }
         case Kind::scatter: {
           const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
-          const auto cfg = config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
+          const auto cfg = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
           if (s.one_tap) KGATE_LAUNCH((cv::conv_scatter<Tin, Tout, true>), cfg, args);
           else KGATE_LAUNCH((cv::conv_scatter<Tin, Tout, false>), cfg, args);
           mark();
@@ -283,19 +350,19 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
         case Kind::wgrad: {
           float* part = ws.as<float>();
           const cv::WgradArgs wa{s.g, a.data(), b.data(), part, s.bn, s.slice};
-          KGATE_LAUNCH((cv::conv_wgrad<Tin>), config(s.main_grid[0], s.main_grid[1], s.main_grid[2]), wa);
+          KGATE_LAUNCH((cv::conv_wgrad<Tin>), conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]), wa);
           mark();
           const cv::TreeArgs ta{part, s.dw_numel, s.splits, out.data()};
-          KGATE_LAUNCH((cv::conv_tree<Tout>), config(cv::ceil_div(s.dw_numel, cv::kThreads)), ta);
+          KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::ceil_div(s.dw_numel, cv::kThreads)), ta);
           mark();
           if (s.dp.db) {
             float* dpart = part + s.splits * s.dw_numel;
             const void* dy = s.dp.dy_is_small ? a.data() : b.data();
             const cv::ColsumArgs ca{dy, s.db_rows, p.cout, s.db_slice, dpart};
-            KGATE_LAUNCH((cv::conv_colsum<Tin>), config(cv::ceil_div(p.cout, cv::kThreads), s.db_splits), ca);
+            KGATE_LAUNCH((cv::conv_colsum<Tin>), conv_config(cv::ceil_div(p.cout, cv::kThreads), s.db_splits), ca);
             mark();
             const cv::TreeArgs tb{dpart, p.cout, s.db_splits, dbias->data()};
-            KGATE_LAUNCH((cv::conv_tree<Tout>), config(cv::ceil_div(p.cout, cv::kThreads)), tb);
+            KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::ceil_div(p.cout, cv::kThreads)), tb);
             mark();
           }
           break;

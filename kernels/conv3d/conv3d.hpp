@@ -6,9 +6,19 @@
 
 namespace kgate::kernels {
 
+namespace cv {
+struct Geom;  // conv_kernels.hpp
+}
+
 Support conv_supported(const ConvProblem& p);
 Plan conv_plan(const ConvProblem& p);
 std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const std::map<Role, const Tensor*>& inputs,
                                 const RunOptions& opt);
+
+// The kernels' geometry of p (for tests that launch conv_kernels.hpp's
+// kernels themselves) and the split count of backward-weight's K (1 for
+// the other directions): functions of the problem alone.
+cv::Geom conv_device_geom(const ConvProblem& p);
+std::int64_t conv_wgrad_splits(const ConvProblem& p);
 
 }  // namespace kgate::kernels

@@ -47,6 +47,18 @@
 // conv_colsum's column sums of dy. No atomics; splits and slices are
 // functions of the problem alone (kernels/conv3d/conv3d.cpp).
 //
+// Matrix cores (conv_contract_mma): the contract family for bf16 and fp16
+// inputs runs on the runtime's MMA atoms (kernels/runtime/mma.hpp) where the
+// channels fill an atom (plan: "mma-igemm"): gfx942 v_mfma_f32_32x32x8 on
+// HIP and on the host emulator's default target, sm_90 mma.sync m16n8k16 on
+// CUDA. A workgroup is one wave owning kWM x kWN atoms of output; per tap it
+// writes the element offsets of its rows into LDS (one barrier each side),
+// then walks the tap's channels Atom::K at a time, loading fragments by
+// coordinate straight from global memory (absent terms and channels past
+// the end load as +0, which adds nothing to an exact sum). Lane layouts come
+// only from the atom's tables. fp32 inputs, the scatter and wgrad families,
+// and channel counts an atom does not fill take the portable path.
+//
 // Indexing is 64-bit throughout (tensors may pass 2^31 elements).
 #pragma once
 
@@ -177,6 +189,91 @@ KGATE_UNROLL
       O[(m0 + u) * g.cs + c] = from_f32<Tout>(y);
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// contract on matrix cores.
+
+inline constexpr int kWM = 2, kWN = 2;  // atoms per wave along M and N
+
+template <class T>
+KGATE_DEVICE std::uint16_t bits_of(T v) { return v.bits; }
+
+template <class Atom, class Tin, class Tout>
+KGATE_KERNEL_BOUNDS(conv_contract_mma, 64, GemmArgs a) {
+  namespace mma = kgate::rt::mma;
+  constexpr int TM = kWM * Atom::M, TN = kWN * Atom::N;
+  const Geom& g = a.g;
+  const int t = static_cast<int>(rt::thread_idx().x);
+  const std::int64_t col_tiles = ceil_div(g.csg, TN);
+  const std::int64_t grp = rt::block_idx().y / col_tiles;
+  const std::int64_t c0 = (rt::block_idx().y % col_tiles) * TN;
+  const std::int64_t m0 = static_cast<std::int64_t>(rt::block_idx().x) * TM;
+  const std::int64_t M = g.n * g.s_pos;
+  const Tin* A = static_cast<const Tin*>(a.a);
+  const Tin* W = static_cast<const Tin*>(a.w);
+  KGATE_LDS(off, std::int64_t, TM);  // per tap: offset of row r's channel 0 in A, or -1
+  mma::c_frag<Atom> acc[kWM][kWN];
+KGATE_UNROLL
+  for (int u = 0; u < kWM; ++u)
+KGATE_UNROLL
+    for (int v = 0; v < kWN; ++v) acc[u][v] = mma::zero_c<Atom>();
+  std::int64_t tap = 0;
+  for (std::int64_t k0 = 0; k0 < g.K[0]; ++k0)
+    for (std::int64_t k1 = 0; k1 < g.K[1]; ++k1)
+      for (std::int64_t k2 = 0; k2 < g.K[2]; ++k2, ++tap) {
+        for (int r = t; r < TM; r += Atom::lanes) {
+          std::int64_t m = m0 + r, o = -1;
+          if (m < M) {
+            const std::int64_t i2 = m % g.S[2]; m /= g.S[2];
+            const std::int64_t i1 = m % g.S[1]; m /= g.S[1];
+            const std::int64_t i0 = m % g.S[0];
+            const std::int64_t b = m / g.S[0];
+            const std::int64_t j0 = i0 * g.stride[0] - g.pad[0] + k0 * g.dil[0];
+            const std::int64_t j1 = i1 * g.stride[1] - g.pad[1] + k1 * g.dil[1];
+            const std::int64_t j2 = i2 * g.stride[2] - g.pad[2] + k2 * g.dil[2];
+            if (j0 >= 0 && j0 < g.L[0] && j1 >= 0 && j1 < g.L[1] && j2 >= 0 && j2 < g.L[2])
+              o = (((b * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl + grp * g.clg;
+          }
+          off[r] = o;
+        }
+        rt::barrier();
+        for (std::int64_t q0 = 0; q0 < g.clg; q0 += Atom::K) {
+          mma::a_frag<Atom> af[kWM];
+          mma::b_frag<Atom> bf[kWN];
+KGATE_UNROLL
+          for (int u = 0; u < kWM; ++u)
+            af[u] = mma::load_a<Atom>([&](int i, int k) -> std::uint16_t {
+              const std::int64_t o = off[u * Atom::M + i];
+              const std::int64_t q = q0 + k;
+              return o >= 0 && q < g.clg ? bits_of(A[o + q]) : std::uint16_t{0};
+            });
+KGATE_UNROLL
+          for (int v = 0; v < kWN; ++v)
+            bf[v] = mma::load_b<Atom>([&](int k, int j) -> std::uint16_t {
+              const std::int64_t c = c0 + v * Atom::N + j, q = q0 + k;
+              return c < g.csg && q < g.clg ? bits_of(W[((grp * g.csg + c) * g.taps + tap) * g.clg + q])
+                                            : std::uint16_t{0};
+            });
+KGATE_UNROLL
+          for (int u = 0; u < kWM; ++u)
+KGATE_UNROLL
+            for (int v = 0; v < kWN; ++v) acc[u][v] = mma::mma<Atom>(af[u], bf[v], acc[u][v]);
+        }
+        rt::barrier();  // every lane is done with off[] before the next tap rewrites it
+      }
+  Tout* O = static_cast<Tout*>(a.out);
+  const Tin* B = static_cast<const Tin*>(a.bias);
+KGATE_UNROLL
+  for (int u = 0; u < kWM; ++u)
+KGATE_UNROLL
+    for (int v = 0; v < kWN; ++v)
+      mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
+        const std::int64_t m = m0 + u * Atom::M + i, c = c0 + v * Atom::N + j;
+        if (m >= M || c >= g.csg) return;
+        if (B) y = y + to_f32(B[grp * g.csg + c]);
+        O[m * g.cs + grp * g.csg + c] = from_f32<Tout>(y);
+      });
 }
 
 // ---------------------------------------------------------------------------

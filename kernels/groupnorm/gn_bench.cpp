@@ -1,5 +1,6 @@
-// gn_bench: runs the GroupNorm kernels on one backend and prints, per
-// problem, the digests of every output (for bit-for-bit comparison between
+// gn_bench: runs the production kernels (GroupNorm, and convolutions, for
+// which it adds TFLOP/s) on one backend and prints, per problem, the digests
+// of every output (for bit-for-bit comparison between
 // backends), the kernel time and the bandwidth against the bytes the
 // operator must move; with --copy, the device's copy bandwidth for scale.
 //
@@ -201,6 +202,7 @@ int main(int argc, char** argv) {
       for (const auto& [r, t] : out) std::printf("  %-7s %s\n", std::string(name(r)).c_str(), digest(t).c_str());
       const double bytes = static_cast<double>(min_bytes(p));
       std::printf("  time %.4f ms  min bytes %.0f  %.1f GB/s\n", ms, bytes, bytes / (ms * 1e6));
+      if (std::holds_alternative<ConvProblem>(p)) std::printf("  %.2f TFLOP/s\n", flops(p) / (ms * 1e9));
       for (std::size_t k = 0; k < step_ms.size() && k < plan.steps.size(); ++k)
         std::printf("    step %-16s %.4f ms\n", plan.steps[k].kernel.c_str(), step_ms[k]);
     }

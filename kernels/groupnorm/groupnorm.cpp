@@ -46,11 +46,6 @@ gn::Geometry geometry(const GroupNormProblem& p) {
   return g;
 }
 
-bool supported_pair(DType src, DType dst) {
-  if (src == DType::fp64 || dst == DType::fp64) return false;
-  return dst == DType::fp32 || dst == src;
-}
-
 template <class F>
 void with_types(DType src, DType dst, int v, F&& f) {
   auto by_v = [&](auto tin, auto tout) {

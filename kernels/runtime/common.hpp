@@ -107,7 +107,35 @@ KGATE_HD constexpr int bpermute_lane(int index, int wave_size) { return index & 
 // a 32-wide backend the upper half is 0).
 using lane_mask = std::uint64_t;
 
-// MFMA numeric models of the host backend (see host/mfma.cpp).
-enum class MfmaModel : std::uint8_t { exact, cdna3 };
+// splitmix64: the deterministic hash the conformance inputs are made of
+// (identical on every backend and machine; no library random engine).
+KGATE_HD constexpr std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Matrix-core targets: the instruction sets whose MMA atoms exist (mma.hpp).
+// The HIP backend is gfx942, the CUDA backend sm90; the host backend emulates
+// either (host::Config::target).
+enum class Target : std::uint8_t { gfx942, sm90 };
+
+constexpr const char* target_name(Target t) { return t == Target::gfx942 ? "gfx942" : "sm90"; }
+
+// Input element type of an MMA atom: bf16 / f16 operands are 16-bit bit
+// patterns, f32 and xf32 (f32 operands truncated to tf32) are floats.
+enum class MmaType : std::uint8_t { bf16, f16, f32, xf32 };
+
+// MMA numeric models of the host backend (host/mma_numerics.hpp):
+//   exact  every product exact, one round-to-nearest-even to fp32 per
+//          instruction and output element;
+//   cdna3  the gfx942 matrix cores, bit for bit (the gfx942 target's model);
+//   sm90   the Hopper mma.sync tensor cores, bit for bit (the sm90 target's).
+enum class MfmaModel : std::uint8_t { exact, cdna3, sm90 };
+
+constexpr const char* mfma_model_name(MfmaModel m) {
+  return m == MfmaModel::exact ? "exact" : m == MfmaModel::cdna3 ? "cdna3" : "sm90";
+}
 
 }  // namespace kgate::rt

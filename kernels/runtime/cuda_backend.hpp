@@ -1,6 +1,7 @@
 // CUDA backend (nvcc): the runtime's own mapping onto the CUDA runtime API
 // and intrinsics. Wave = warp = 32 lanes; no MFMA (has_mfma is false and the
-// MFMA operations fail at compile time if a kernel instantiates them).
+// MFMA operations fail at compile time if a kernel instantiates them); the
+// tensor cores through mma.sync (the sm90 atoms of mma.hpp).
 // Sections in the order of runtime.hpp.
 #pragma once
 
@@ -171,6 +172,32 @@ KGATE_CUDA_NO_MFMA(mfma_16x16x4f32, float, f32x4)
 KGATE_CUDA_NO_MFMA(mfma_32x32x4xf32, f32x2, f32x16)
 KGATE_CUDA_NO_MFMA(mfma_16x16x8xf32, f32x2, f32x4)
 #undef KGATE_CUDA_NO_MFMA
+
+// Tensor cores: the sm_90 mma.sync instructions the MMA atoms of mma.hpp use
+// (a kernel calls rt::mma::mma, not these). Operands are PTX's registers:
+// two 16-bit elements per 32-bit register, the lower-numbered element in the
+// low half; fragment layouts are the atoms' tables.
+#define KGATE_CUDA_MMA_K16(name, ptx)                                                                  \
+  __device__ inline void name(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2],          \
+                              const float (&c)[4]) {                                                   \
+    asm volatile(ptx " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"                    \
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                       \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),         \
+                   "f"(c[1]), "f"(c[2]), "f"(c[3]));                                                    \
+  }
+#define KGATE_CUDA_MMA_K8(name, ptx)                                                                   \
+  __device__ inline void name(float (&d)[4], const unsigned (&a)[2], const unsigned (&b)[1],          \
+                              const float (&c)[4]) {                                                   \
+    asm volatile(ptx " {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};\n"                                 \
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                       \
+                 : "r"(a[0]), "r"(a[1]), "r"(b[0]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));        \
+  }
+KGATE_CUDA_MMA_K16(mma_m16n8k16_bf16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
+KGATE_CUDA_MMA_K16(mma_m16n8k16_f16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
+KGATE_CUDA_MMA_K8(mma_m16n8k8_bf16, "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32")
+KGATE_CUDA_MMA_K8(mma_m16n8k8_f16, "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32")
+#undef KGATE_CUDA_MMA_K16
+#undef KGATE_CUDA_MMA_K8
 
 // ===========================================================================
 // 9. Memory

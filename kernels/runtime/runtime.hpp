@@ -16,7 +16,9 @@
 //   7. Atomics         atomic_add/sub/min/max/and/or/xor/exch/cas (integers),
 //                      atomic_add_unordered (float; negative controls only)
 //   8. Matrix cores    f32x4/f32x16/f32x2/bf16x4/f16x4 and the gfx942 MFMA
-//                      operations (mfma_f32_32x32x8bf16_1k, ...)
+//                      operations (mfma_f32_32x32x8bf16_1k, ...); CUDA: the
+//                      sm_90 mma.sync operations. Kernels use the MMA atoms
+//                      of mma.hpp (rt::mma), included last.
 //   9. Memory          device_malloc/free, copy_h2d/d2h/d2d, device_memset;
 //                      load_wide/store_wide (widest aligned accesses),
 //                      load_once/store_once (cache hints, plain semantics)
@@ -52,3 +54,4 @@
 #endif
 
 #include "kernels/runtime/buffer.hpp"
+#include "kernels/runtime/mma.hpp"

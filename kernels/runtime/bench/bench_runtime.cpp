@@ -3,6 +3,13 @@
 //   BM_shuffle/<block>            cost of one work-item shfl_xor (counter ns_per_wi_op)
 //   BM_<kernel>_host/<check>      a conformance kernel on the host backend, LDS checker off/on
 //   BM_<kernel>_plain             the same computation as plain C++ on one thread
+//   BM_mma_exec<atom>             one emulated MMA instruction (layout gather, the
+//                                 target's numeric model, scatter) without the
+//                                 scheduler: counter MAC_per_s (multiply-adds per
+//                                 second on one core)
+//   BM_mma_tile_gemm/<target>     the conformance tile GEMM (256 x 256 x 64, bf16)
+//                                 through the fiber scheduler on one thread:
+//                                 counter MAC_per_s
 // Inputs are uploaded once; only the launch (or the loop) is timed.
 // Run: kgate_bench_runtime [--benchmark_filter=...]; KGATE_HOST_THREADS sets
 // the emulator's threads for the kernel benchmarks (the barrier and shuffle
@@ -10,6 +17,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "kernels/conformance/kernels.hpp"
@@ -167,6 +175,79 @@ void BM_lds_transpose_plain(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kRows * kCols);
 }
 BENCHMARK(BM_lds_transpose_plain)->Unit(benchmark::kMillisecond);
+
+// --- MMA emulation -----------------------------------------------------------
+
+// Operands: moderate bf16 / f16 values (exponents within +-8), accumulators
+// near 1: the common case of a convolution's K loop.
+template <class Atom>
+void BM_mma_exec(benchmark::State& state) {
+  namespace hd = rt::host::detail;
+  std::vector<hd::Lane> lanes(Atom::lanes);
+  std::mt19937 g(5);
+  for (hd::Lane& l : lanes) {
+    for (int e = 0; e < 16; ++e) {
+      const bool bf = Atom::type == rt::MmaType::bf16;
+      const auto sign = static_cast<std::uint16_t>((g() & 1) << 15);
+      const auto v = static_cast<std::uint16_t>(bf ? sign | (119 + g() % 17) << 7 | (g() & 0x7f)
+                                                  : sign | (7 + g() % 17) << 10 | (g() & 0x3ff));
+      std::memcpy(l.in + 2 * e, &v, 2);
+    }
+    for (int r = 0; r < 16; ++r) {
+      const float c = 1.0f + static_cast<float>(g() % 1000) * 1e-3f;
+      std::memcpy(l.in + 32 + 4 * r, &c, 4);
+    }
+  }
+  hd::WaveGroup w{};
+  for (int l = 0; l < Atom::lanes; ++l) w.lanes[l] = &lanes[l];
+  w.active = Atom::lanes == 64 ? ~rt::lane_mask{0} : (rt::lane_mask{1} << Atom::lanes) - 1;
+  w.wave_size = Atom::lanes;
+  w.target = Atom::target;
+  w.mfma = Atom::target == rt::Target::gfx942 ? rt::MfmaModel::cdna3 : rt::MfmaModel::sm90;
+  for (auto _ : state) {
+    hd::exec_atom<Atom>(w);
+    benchmark::DoNotOptimize(lanes[0].out);
+  }
+  state.counters["MAC_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * Atom::M * Atom::N * Atom::K, benchmark::Counter::kIsRate);
+}
+BENCHMARK_TEMPLATE(BM_mma_exec, rt::mma::gfx942_32x32x8_bf16)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_mma_exec, rt::mma::gfx942_16x16x16_bf16)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_mma_exec, rt::mma::gfx942_32x32x8_f16)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_mma_exec, rt::mma::sm90_m16n8k16_bf16)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_mma_exec, rt::mma::sm90_m16n8k16_f16)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_mma_exec, rt::mma::sm90_m16n8k8_bf16)->Unit(benchmark::kMicrosecond);
+
+constexpr int kGemmDim = 256, kGemmK = 64;
+
+void BM_mma_tile_gemm(benchmark::State& state) {
+  const auto target = static_cast<rt::Target>(state.range(0));
+  rt::host::Config c = rt::host::config_for(target, one_thread());
+  rt::host::ScopedConfig sc(c);
+  std::vector<std::uint16_t> a(kGemmDim * kGemmK), b(kGemmK * kGemmDim);
+  std::mt19937 g(9);
+  for (auto& v : a) v = kgate::fp32_to_bf16_bits(static_cast<float>(static_cast<int>(g() % 17) - 8) * 0.37f);
+  for (auto& v : b) v = kgate::fp32_to_bf16_bits(static_cast<float>(static_cast<int>(g() % 17) - 8) * 0.61f);
+  rt::DeviceBuffer<std::uint16_t> da(a.size()), db(b.size());
+  rt::DeviceBuffer<float> dc(kGemmDim * kGemmDim);
+  da.upload(a);
+  db.upload(b);
+  const rt::dim3 grid(kGemmDim / 32, kGemmDim / 32);
+  for (auto _ : state) {
+    rt::mma::with_default_atom<rt::MmaType::bf16>([&](auto atom) {
+      using Atom = decltype(atom);
+      KGATE_LAUNCH((kc::tile_gemm<Atom, kGemmK>), (rt::LaunchConfig{grid, static_cast<unsigned>(Atom::lanes)}),
+                   da.data(), db.data(), dc.data(), kGemmDim);
+    });
+  }
+  state.SetLabel(rt::target_name(target));
+  state.counters["MAC_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * kGemmDim * kGemmDim * kGemmK, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_mma_tile_gemm)
+    ->Arg(static_cast<int>(rt::Target::gfx942))
+    ->Arg(static_cast<int>(rt::Target::sm90))
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

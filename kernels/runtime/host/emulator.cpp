@@ -5,6 +5,7 @@
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
 #include <chrono>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -32,39 +33,117 @@ namespace host {
 
 namespace {
 
-Config config_from_env() {
-  Config c;
-  if (const char* s = std::getenv("KGATE_HOST_THREADS")) c.threads = std::atoi(s);
-  if (const char* s = std::getenv("KGATE_HOST_ORDER")) {
-    const std::string v = s;
-    if (v == "in_order") {
-      c.order = Order::in_order;
-    } else if (v == "reversed") {
-      c.order = Order::reversed;
-    } else if (v.rfind("shuffled", 0) == 0) {
-      c.order = Order::shuffled;
-      if (v.size() > 9 && v[8] == ':') c.seed = std::strtoull(v.c_str() + 9, nullptr, 0);
-    } else {
-      std::fprintf(stderr, "kgate: ignoring KGATE_HOST_ORDER=%s (in_order|reversed|shuffled[:SEED])\n", s);
-    }
-  }
-  if (const char* s = std::getenv("KGATE_HOST_WAVE")) c.wave_size = std::atoi(s) == 32 ? 32 : 64;
-  if (const char* s = std::getenv("KGATE_MFMA_MODEL")) c.mfma = std::string(s) == "exact" ? MfmaModel::exact : MfmaModel::cdna3;
-  if (const char* s = std::getenv("KGATE_LDS_CHECK")) c.check_lds = std::atoi(s) != 0;
-  if (const char* s = std::getenv("KGATE_HOST_STACK_KIB")) {
-    const long kib = std::atol(s);
-    if (kib >= 64) c.stack_bytes = static_cast<std::size_t>(kib) * 1024;
-  }
-  return c;
+[[noreturn]] void bad_value(const char* var, const std::string& value, const char* allowed) {
+  throw ConfigError(std::string(var) + "='" + value + "' is not valid: allowed values are " + allowed);
 }
+
+// A decimal integer in [lo, hi] (digits only, no sign, no exponent).
+long long parse_int(const char* var, const std::string& v, long long lo, long long hi, const char* allowed) {
+  if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) bad_value(var, v, allowed);
+  const long long x = std::stoll(v);
+  if (x < lo || x > hi) bad_value(var, v, allowed);
+  return x;
+}
+
+void check_config(const Config& c) {
+  if (c.threads < 0 || c.threads > 4096) throw ConfigError("host config: threads must be in 0..4096 (KGATE_HOST_THREADS)");
+  if (c.wave_size != 64 && c.wave_size != 32)
+    throw ConfigError("host config: wave_size must be 64 or 32 (KGATE_HOST_WAVE)");
+  if (c.target == Target::sm90 && c.wave_size != 32)
+    throw ConfigError("host config: the sm90 target has 32-wide warps (KGATE_HOST_WAVE=32 or unset)");
+  if (c.mfma == MfmaModel::cdna3 && c.target != Target::gfx942)
+    throw ConfigError("host config: the cdna3 MMA model is the gfx942 target's (KGATE_MFMA_MODEL=exact|sm90 for sm90)");
+  if (c.mfma == MfmaModel::sm90 && c.target != Target::sm90)
+    throw ConfigError("host config: the sm90 MMA model is the sm90 target's (KGATE_MFMA_MODEL=exact|cdna3 for gfx942)");
+  if (c.stack_bytes < 64 * 1024)
+    throw ConfigError("host config: stack_bytes must be at least 64 KiB (KGATE_HOST_STACK_KIB)");
+}
+
+const char* getenv_value(const char* name) { return std::getenv(name); }
 
 std::mutex g_config_mutex;
 Config& config_ref() {
-  static Config c = config_from_env();
+  static Config c = config_from(&getenv_value);
   return c;
 }
 
 }  // namespace
+
+Config config_for(Target t, Config base) {
+  base.target = t;
+  base.wave_size = t == Target::sm90 ? 32 : 64;
+  base.mfma = t == Target::sm90 ? MfmaModel::sm90 : MfmaModel::cdna3;
+  return base;
+}
+
+Config config_from(const char* (*get)(const char*)) {
+  Config c;
+  if (const char* s = get("KGATE_HOST_THREADS"))
+    c.threads = static_cast<int>(parse_int("KGATE_HOST_THREADS", s, 0, 4096, "an integer 0..4096 (0: one per core)"));
+  if (const char* s = get("KGATE_HOST_ORDER")) {
+    const std::string v = s;
+    const char* allowed = "in_order, reversed, shuffled, shuffled:SEED (SEED an unsigned 64-bit decimal integer)";
+    if (v == "in_order") {
+      c.order = Order::in_order;
+    } else if (v == "reversed") {
+      c.order = Order::reversed;
+    } else if (v == "shuffled") {
+      c.order = Order::shuffled;
+    } else if (v.rfind("shuffled:", 0) == 0) {
+      const std::string seed = v.substr(9);
+      if (seed.empty() || seed.size() > 20 || seed.find_first_not_of("0123456789") != std::string::npos)
+        bad_value("KGATE_HOST_ORDER", v, allowed);
+      errno = 0;
+      const unsigned long long x = std::strtoull(seed.c_str(), nullptr, 10);
+      if (errno == ERANGE) bad_value("KGATE_HOST_ORDER", v, allowed);
+      c.order = Order::shuffled;
+      c.seed = x;
+    } else {
+      bad_value("KGATE_HOST_ORDER", v, allowed);
+    }
+  }
+  if (const char* s = get("KGATE_HOST_TARGET")) {
+    const std::string v = s;
+    if (v == "gfx942") c = config_for(Target::gfx942, c);
+    else if (v == "sm90") c = config_for(Target::sm90, c);
+    else bad_value("KGATE_HOST_TARGET", v, "gfx942, sm90");
+  }
+  if (const char* s = get("KGATE_HOST_WAVE")) {
+    const std::string v = s;
+    const char* allowed = c.target == Target::sm90 ? "32 (the sm90 target)" : "64, 32";
+    if (v == "64" && c.target == Target::gfx942) c.wave_size = 64;
+    else if (v == "32") c.wave_size = 32;
+    else bad_value("KGATE_HOST_WAVE", v, allowed);
+  }
+  if (const char* s = get("KGATE_MFMA_MODEL")) {
+    const std::string v = s;
+    const char* allowed = c.target == Target::sm90 ? "exact, sm90 (the sm90 target)" : "exact, cdna3 (the gfx942 target)";
+    if (v == "exact") c.mfma = MfmaModel::exact;
+    else if (v == "cdna3" && c.target == Target::gfx942) c.mfma = MfmaModel::cdna3;
+    else if (v == "sm90" && c.target == Target::sm90) c.mfma = MfmaModel::sm90;
+    else bad_value("KGATE_MFMA_MODEL", v, allowed);
+  }
+  if (const char* s = get("KGATE_LDS_CHECK")) {
+    const std::string v = s;
+    if (v == "1") c.check_lds = true;
+    else if (v == "0") c.check_lds = false;
+    else bad_value("KGATE_LDS_CHECK", v, "1 (check LDS races), 0 (do not)");
+  }
+  if (const char* s = get("KGATE_HOST_STACK_KIB"))
+    c.stack_bytes = static_cast<std::size_t>(
+                        parse_int("KGATE_HOST_STACK_KIB", s, 64, 1048576, "an integer 64..1048576 (KiB per work-item)")) *
+                    1024;
+  check_config(c);
+  return c;
+}
+
+std::string describe(const Config& c) {
+  const char* order = c.order == Order::in_order ? "in_order" : c.order == Order::reversed ? "reversed" : "shuffled";
+  std::string s = std::string("target=") + target_name(c.target) + " wave=" + std::to_string(c.wave_size) +
+                  " mfma=" + mfma_model_name(c.mfma) + " threads=" + std::to_string(c.threads) + " order=" + order;
+  if (c.order == Order::shuffled) s += ":" + std::to_string(c.seed);
+  return s + " lds_check=" + (c.check_lds ? "1" : "0") + " stack_kib=" + std::to_string(c.stack_bytes / 1024);
+}
 
 Config config() {
   std::lock_guard lk(g_config_mutex);
@@ -72,8 +151,7 @@ Config config() {
 }
 
 void set_config(const Config& c) {
-  if (c.wave_size != 64 && c.wave_size != 32) throw Error("host::set_config: wave_size must be 64 or 32");
-  if (c.stack_bytes < 64 * 1024) throw Error("host::set_config: stack_bytes must be at least 64 KiB");
+  check_config(c);
   std::lock_guard lk(g_config_mutex);
   config_ref() = c;
 }
@@ -517,6 +595,7 @@ bool Executor::run_wave_collectives(std::size_t n) {
     if (!lead) continue;
     WaveGroup g{};
     g.wave_size = ws;
+    g.target = launch->cfg.target;
     g.mfma = launch->cfg.mfma;
     g.active = 0;
     for (std::size_t i = w0; i < w1; ++i) {

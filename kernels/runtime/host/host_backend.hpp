@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <source_location>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -43,18 +44,43 @@ struct Config {
   int threads = 0;                  // OS threads running workgroups; 0: one per core
   Order order = Order::in_order;    // workgroup order
   std::uint64_t seed = 0;           // for Order::shuffled
-  int wave_size = 64;               // emulated target: 64 (gfx942) or 32
-  MfmaModel mfma = MfmaModel::cdna3;
+  Target target = Target::gfx942;   // emulated device: its MMA atoms and numerics
+  int wave_size = 64;               // gfx942: 64 (or 32, a 32-wide model without MMA); sm90: 32
+  MfmaModel mfma = MfmaModel::cdna3;  // exact, or the target's model (cdna3 / sm90)
   bool check_lds = true;            // LDS race checker (per barrier epoch)
   std::size_t stack_bytes = 256 * 1024;  // per work-item fiber, plus a guard page
 };
 
+// The configuration for a target with its defaults: gfx942 is wave64 with
+// the cdna3 model, sm90 is warp32 with the sm90 model.
+Config config_for(Target t, Config base = Config{});
+
+// A bad emulator setting (an environment variable or a Config field): the
+// message names the variable and its allowed values.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
 // The configuration subsequent launches use. Initialised from the
-// environment: KGATE_HOST_THREADS=N, KGATE_HOST_ORDER=in_order|reversed|
-// shuffled[:SEED], KGATE_HOST_WAVE=64|32, KGATE_MFMA_MODEL=exact|cdna3,
-// KGATE_LDS_CHECK=0|1, KGATE_HOST_STACK_KIB=N.
+// environment on first use (ConfigError for a bad value):
+//   KGATE_HOST_THREADS=N (0..4096; 0: one per core),
+//   KGATE_HOST_ORDER=in_order|reversed|shuffled[:SEED] (SEED a 64-bit integer),
+//   KGATE_HOST_TARGET=gfx942|sm90 (default gfx942),
+//   KGATE_HOST_WAVE=64|32 (default: the target's; sm90 is 32 only),
+//   KGATE_MFMA_MODEL=exact|cdna3|sm90 (default: the target's; cdna3 needs
+//     gfx942, sm90 needs sm90),
+//   KGATE_LDS_CHECK=0|1 (default 1),
+//   KGATE_HOST_STACK_KIB=N (64..1048576, default 256).
 Config config();
+// Throws ConfigError for an inconsistent configuration.
 void set_config(const Config& c);
+// The configuration the environment `get` describes (get(name) returns the
+// variable's value or nullptr); throws ConfigError. config() uses getenv.
+Config config_from(const char* (*get)(const char*));
+// One line naming every setting ("target=gfx942 wave=64 mfma=cdna3 ..."),
+// for reports.
+std::string describe(const Config& c);
 
 // Sets a configuration for one scope and restores the previous one.
 class ScopedConfig {
@@ -101,7 +127,8 @@ struct WaveGroup {
   Lane* lanes[64];
   lane_mask active;
   int wave_size;
-  MfmaModel mfma;  // the launch's MFMA numeric model
+  Target target;   // the launch's emulated target
+  MfmaModel mfma;  // the launch's MMA numeric model
 };
 using WaveExec = void (*)(const WaveGroup&);
 
@@ -432,7 +459,10 @@ using f16x4 = vec<std::int16_t, 4>;
 
 namespace host::detail {
 // One collective per instruction (host/mfma.cpp): reads a at in[0..16), b at
-// in[16..32), c at in[32..96), writes d to out.
+// in[16..32), c at in[32..96), writes d to out. exec_atom<Atom> for every
+// atom of mma.hpp; the gfx942 builtins below are their atoms.
+template <class Atom>
+void exec_atom(const WaveGroup&);
 void exec_mfma_32x32x8bf16_1k(const WaveGroup&);
 void exec_mfma_16x16x16bf16_1k(const WaveGroup&);
 void exec_mfma_32x32x8f16(const WaveGroup&);

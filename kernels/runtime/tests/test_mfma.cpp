@@ -1,332 +1,396 @@
-// MFMA emulation: every instruction against a plain matrix product built from
-// the documented lane layouts (exact model, bit for bit), the cdna3 model on
-// hand-computed cases, and the misuse errors.
+// MMA atoms on the host emulator: every atom's layout table against the
+// vendor documents, every atom against a plain matrix product (exact model),
+// hand-computed cases that tell the exact, cdna3 and sm90 models apart for
+// every atom, the integer models against straightforward fp64 transcriptions
+// of their definitions, and the misuse errors.
 #include <cmath>
+#include <functional>
 #include <random>
+#include <set>
 
+#include "kernels/runtime/host/mma_numerics.hpp"
 #include "kernels/runtime/tests/test_util.hpp"
 
 namespace rt = kgate::rt;
+namespace mma = kgate::rt::mma;
 using kgate::rt::test::bits_of;
 using kgate::rt::test::error_of;
 
 namespace {
 
-enum class In { bf16, f16, f32, xf32 };
+// ---------------------------------------------------------------------------
+// Running one atom on whole matrices (row-major A: M x K, B: K x N, C: M x N)
+// through the kernel-facing API.
 
-struct Instr {
-  const char* name;
-  In in;
-  int mn, k;
-  int kpe() const { return in == In::f32 ? 1 : in == In::xf32 ? 2 : 4; }
-  int nacc() const { return mn == 32 ? 16 : 4; }
-};
+template <class Atom>
+KGATE_KERNEL(atom_kernel, const mma::operand_t<Atom>* a, const mma::operand_t<Atom>* b, const float* c, float* d) {
+  const auto af = mma::load_a<Atom>([&](int i, int k) { return a[i * Atom::K + k]; });
+  const auto bf = mma::load_b<Atom>([&](int k, int j) { return b[k * Atom::N + j]; });
+  const auto cf = mma::load_c<Atom>([&](int i, int j) { return c[i * Atom::N + j]; });
+  mma::visit_c<Atom>(mma::mma<Atom>(af, bf, cf), [&](int i, int j, float v) { d[i * Atom::N + j] = v; });
+}
 
-// One kernel per instruction: lane l reads its operand fragments (a/b as
-// 32-bit words: kpe 16-bit elements packed, or kpe floats) and its
-// accumulator fragment, runs the instruction, writes its result fragment.
-#define MFMA_KERNEL(fn, A, C, nacc)                                                     \
-  KGATE_KERNEL(k_##fn, const A* a, const A* b, const float* c, float* d) {            \
-    const int l = rt::lane_id();                                                      \
-    C cv;                                                                             \
-    for (int r = 0; r < nacc; ++r) cv[r] = c[nacc * l + r];                           \
-    const C dv = rt::fn(a[l], b[l], cv);                                              \
-    for (int r = 0; r < nacc; ++r) d[nacc * l + r] = dv[r];                           \
-  }
-MFMA_KERNEL(mfma_32x32x8bf16_1k, rt::bf16x4, rt::f32x16, 16)
-MFMA_KERNEL(mfma_16x16x16bf16_1k, rt::bf16x4, rt::f32x4, 4)
-MFMA_KERNEL(mfma_32x32x8f16, rt::f16x4, rt::f32x16, 16)
-MFMA_KERNEL(mfma_16x16x16f16, rt::f16x4, rt::f32x4, 4)
-MFMA_KERNEL(mfma_32x32x2f32, float, rt::f32x16, 16)
-MFMA_KERNEL(mfma_16x16x4f32, float, rt::f32x4, 4)
-MFMA_KERNEL(mfma_32x32x4xf32, rt::f32x2, rt::f32x16, 16)
-MFMA_KERNEL(mfma_16x16x8xf32, rt::f32x2, rt::f32x4, 4)
-#undef MFMA_KERNEL
+template <class Atom>
+mma::operand_t<Atom> to_operand(float v) {
+  if constexpr (Atom::type == rt::MmaType::bf16) return kgate::fp32_to_bf16_bits(v);
+  else if constexpr (Atom::type == rt::MmaType::f16) return kgate::fp32_to_fp16_bits(v);
+  else return v;
+}
 
-const Instr kInstrs[] = {
-    {"mfma_32x32x8bf16_1k", In::bf16, 32, 8},  {"mfma_16x16x16bf16_1k", In::bf16, 16, 16},
-    {"mfma_32x32x8f16", In::f16, 32, 8},       {"mfma_16x16x16f16", In::f16, 16, 16},
-    {"mfma_32x32x2f32", In::f32, 32, 2},       {"mfma_16x16x4f32", In::f32, 16, 4},
-    {"mfma_32x32x4xf32", In::xf32, 32, 4},     {"mfma_16x16x8xf32", In::xf32, 16, 8},
-};
+template <class Atom>
+constexpr rt::MfmaModel hardware_model() {
+  return Atom::target == rt::Target::gfx942 ? rt::MfmaModel::cdna3 : rt::MfmaModel::sm90;
+}
 
-// Matrices as values (already representable in the input type).
-struct Problem {
-  std::vector<float> A, B, C;  // A: mn x k, B: k x mn, C: mn x mn (row-major)
-};
+template <class Atom>
+rt::host::Config atom_config(rt::MfmaModel model) {
+  rt::host::Config c = rt::host::config_for(Atom::target, rt::test::test_config());
+  c.mfma = model;
+  return c;
+}
 
-// Places A, B, C into lane fragments by the documented layouts, runs the
-// instruction, and reads D back by the same layouts.
-std::vector<float> run(const Instr& ins, const Problem& p) {
-  const int mn = ins.mn, K = ins.k, kpe = ins.kpe(), nacc = ins.nacc();
-  const bool half = ins.in == In::bf16 || ins.in == In::f16;
-  const std::size_t elem = half ? 2 : 4;
-  std::vector<unsigned char> a(64 * 16, 0), b(64 * 16, 0);
-  std::vector<float> c(64 * nacc);
-  auto put = [&](std::vector<unsigned char>& frag, int lane, int e, float v) {
-    unsigned char* dst = frag.data() + lane * kpe * elem + e * elem;
-    if (half) {
-      const std::uint16_t h = ins.in == In::bf16 ? kgate::fp32_to_bf16_bits(v) : kgate::fp32_to_fp16_bits(v);
-      std::memcpy(dst, &h, 2);
-    } else {
-      std::memcpy(dst, &v, 4);
-    }
-  };
-  for (int i = 0; i < mn; ++i)
-    for (int k = 0; k < K; ++k) {
-      put(a, i + mn * (k / kpe), k % kpe, p.A[i * K + k]);  // A[i][k]: lane i + MN*(k/kpe), element k%kpe
-      put(b, i + mn * (k / kpe), k % kpe, p.B[k * mn + i]);  // B[k][j]: lane j + MN*(k/kpe), element k%kpe
-    }
-  auto d_slot = [&](int i, int j) {
-    // 32x32: lane j + 32*((i/4)%2), element (i%4) + 4*(i/8); 16x16: lane j + 16*(i/4), element i%4
-    return mn == 32 ? (j + 32 * ((i / 4) % 2)) * nacc + (i % 4) + 4 * (i / 8) : (j + 16 * (i / 4)) * nacc + i % 4;
-  };
-  for (int i = 0; i < mn; ++i)
-    for (int j = 0; j < mn; ++j) c[d_slot(i, j)] = p.C[i * mn + j];
-
-  const std::size_t abytes = 64 * kpe * elem;
-  rt::DeviceBuffer<unsigned char> da(abytes), db(abytes);
-  rt::DeviceBuffer<float> dc(c.size()), dd(c.size());
-  rt::copy_h2d(da.data(), a.data(), abytes);
-  rt::copy_h2d(db.data(), b.data(), abytes);
-  dc.upload(c);
-  const rt::LaunchConfig lc{1, 64};
-  const std::string n = ins.name;
-#define RUN(fn, A)                                                                                 \
-  if (n == #fn)                                                                                    \
-    rt::launch(#fn, k_##fn, lc, reinterpret_cast<const A*>(da.data()), reinterpret_cast<const A*>(db.data()), \
-               static_cast<const float*>(dc.data()), dd.data());
-  RUN(mfma_32x32x8bf16_1k, rt::bf16x4)
-  RUN(mfma_16x16x16bf16_1k, rt::bf16x4)
-  RUN(mfma_32x32x8f16, rt::f16x4)
-  RUN(mfma_16x16x16f16, rt::f16x4)
-  RUN(mfma_32x32x2f32, float)
-  RUN(mfma_16x16x4f32, float)
-  RUN(mfma_32x32x4xf32, rt::f32x2)
-  RUN(mfma_16x16x8xf32, rt::f32x2)
-#undef RUN
-  const auto dv = dd.download();
-  std::vector<float> D(mn * mn);
-  for (int i = 0; i < mn; ++i)
-    for (int j = 0; j < mn; ++j) D[i * mn + j] = dv[d_slot(i, j)];
-  return D;
+template <class Atom>
+std::vector<float> run_atom(rt::MfmaModel model, const std::vector<float>& A, const std::vector<float>& B,
+                            const std::vector<float>& C) {
+  rt::host::ScopedConfig sc(atom_config<Atom>(model));
+  using T = mma::operand_t<Atom>;
+  std::vector<T> a(A.size()), b(B.size());
+  for (std::size_t i = 0; i < A.size(); ++i) a[i] = to_operand<Atom>(A[i]);
+  for (std::size_t i = 0; i < B.size(); ++i) b[i] = to_operand<Atom>(B[i]);
+  rt::DeviceBuffer<T> da(a.size()), db(b.size());
+  rt::DeviceBuffer<float> dc(C.size()), dd(C.size());
+  da.upload(a);
+  db.upload(b);
+  dc.upload(C);
+  KGATE_LAUNCH((atom_kernel<Atom>), (rt::LaunchConfig{1, static_cast<unsigned>(Atom::lanes)}), da.data(), db.data(),
+               dc.data(), dd.data());
+  return dd.download();
 }
 
 // Random values representable in the input type with few significant bits
 // and a moderate exponent range, so that the double sums below are exact.
-float random_value(std::mt19937& g, In in) {
-  const int bits = in == In::bf16 ? 8 : 11;
+template <class Atom>
+float random_value(std::mt19937& g) {
+  const int bits = Atom::type == rt::MmaType::bf16 ? 8 : 11;
   const int m = std::uniform_int_distribution<int>(-(1 << (bits - 1)), (1 << (bits - 1)) - 1)(g);
   const int e = std::uniform_int_distribution<int>(-6, 6)(g);
   return std::ldexp(static_cast<float>(m), e - bits);
 }
 
-rt::host::Config model_config(rt::MfmaModel m) {
-  auto c = rt::test::test_config();
-  c.mfma = m;
-  return c;
+template <class Atom>
+class AtomTest : public ::testing::Test {};
+using AllAtoms = ::testing::Types<mma::gfx942_32x32x8_bf16, mma::gfx942_16x16x16_bf16, mma::gfx942_32x32x8_f16,
+                                  mma::gfx942_16x16x16_f16, mma::gfx942_32x32x2_f32, mma::gfx942_16x16x4_f32,
+                                  mma::gfx942_32x32x4_xf32, mma::gfx942_16x16x8_xf32, mma::sm90_m16n8k16_bf16,
+                                  mma::sm90_m16n8k16_f16, mma::sm90_m16n8k8_bf16, mma::sm90_m16n8k8_f16>;
+TYPED_TEST_SUITE(AtomTest, AllAtoms);
+
+// ---------------------------------------------------------------------------
+// Layout tables against the documents, written out independently here.
+
+struct Slot {
+  int row, col;
+  bool operator<(const Slot& o) const { return row != o.row ? row < o.row : col < o.col; }
+};
+
+// AMD (CDNA3 ISA, matrix instruction calculator), kpe = elements per lane.
+Slot gfx942_a(int mn, int kpe, int lane, int r) { return {lane % mn, kpe * (lane / mn) + r}; }
+Slot gfx942_b(int mn, int kpe, int lane, int r) { return {kpe * (lane / mn) + r, lane % mn}; }
+Slot gfx942_c(int mn, int lane, int r) {
+  return mn == 32 ? Slot{8 * (r / 4) + 4 * (lane / 32) + r % 4, lane % 32} : Slot{4 * (lane / 16) + r, lane % 16};
+}
+// PTX ISA, "matrix fragments for mma.m16n8k16 / m16n8k8" (f16/bf16, .f32 accumulators).
+Slot ptx_c(int lane, int r) { return {lane / 4 + 8 * (r / 2), 2 * (lane % 4) + (r & 1)}; }
+Slot ptx_a(int k, int lane, int r) {
+  if (k == 8) return ptx_c(lane, r);
+  return {lane / 4 + 8 * ((r / 2) % 2), 2 * (lane % 4) + (r & 1) + 8 * (r / 4)};
+}
+Slot ptx_b(int k, int lane, int r) {
+  if (k == 8) return {2 * (lane % 4) + r, lane / 4};
+  return {2 * (lane % 4) + (r & 1) + 8 * (r / 2), lane / 4};
 }
 
-TEST(Mfma, ExactModelMatchesThePlainProductForEveryInstruction) {
-  rt::host::ScopedConfig sc(model_config(rt::MfmaModel::exact));
-  std::mt19937 g(7);
-  for (const Instr& ins : kInstrs) {
-    for (int trial = 0; trial < 3; ++trial) {
-      Problem p;
-      const int mn = ins.mn, K = ins.k;
-      p.A.resize(mn * K);
-      p.B.resize(K * mn);
-      p.C.resize(mn * mn);
-      for (float& v : p.A) v = random_value(g, ins.in);
-      for (float& v : p.B) v = random_value(g, ins.in);
-      for (float& v : p.C) v = random_value(g, In::f16) * 16.0f;
-      const auto D = run(ins, p);
-      for (int i = 0; i < mn; ++i)
-        for (int j = 0; j < mn; ++j) {
-          double s = p.C[i * mn + j];
-          for (int k = 0; k < K; ++k) s += static_cast<double>(p.A[i * K + k]) * p.B[k * mn + j];  // exact
-          ASSERT_EQ(bits_of(D[i * mn + j]), bits_of(static_cast<float>(s)))
-              << ins.name << " D[" << i << "][" << j << "] trial " << trial;
-        }
+template <class Atom>
+void expect_layout(const mma::layout& L, int rows, int cols, const std::function<Slot(int, int)>& doc, const char* what) {
+  std::set<Slot> seen;
+  EXPECT_EQ(L.lanes(), Atom::lanes) << what;
+  for (int lane = 0; lane < L.lanes(); ++lane)
+    for (int r = 0; r < L.regs(); ++r) {
+      const mma::coord x = L(lane, r);
+      const Slot d = doc(lane, r);
+      EXPECT_EQ(x.row, d.row) << Atom::name << " " << what << " lane " << lane << " reg " << r;
+      EXPECT_EQ(x.col, d.col) << Atom::name << " " << what << " lane " << lane << " reg " << r;
+      EXPECT_TRUE(x.row >= 0 && x.row < rows && x.col >= 0 && x.col < cols) << what;
+      seen.insert({x.row, x.col});
     }
+  EXPECT_EQ(static_cast<int>(seen.size()), rows * cols) << Atom::name << " " << what << ": not a bijection";
+}
+
+TYPED_TEST(AtomTest, LayoutTablesAreTheVendorLayouts) {
+  using A = TypeParam;
+  if constexpr (A::target == rt::Target::gfx942) {
+    const int kpe = A::a().regs();
+    expect_layout<A>(A::a(), A::M, A::K, [&](int l, int r) { return gfx942_a(A::M, kpe, l, r); }, "A");
+    expect_layout<A>(A::b(), A::K, A::N, [&](int l, int r) { return gfx942_b(A::N, kpe, l, r); }, "B");
+    expect_layout<A>(A::c(), A::M, A::N, [&](int l, int r) { return gfx942_c(A::M, l, r); }, "C");
+  } else {
+    expect_layout<A>(A::a(), A::M, A::K, [&](int l, int r) { return ptx_a(A::K, l, r); }, "A");
+    expect_layout<A>(A::b(), A::K, A::N, [&](int l, int r) { return ptx_b(A::K, l, r); }, "B");
+    expect_layout<A>(A::c(), A::M, A::N, [&](int l, int r) { return ptx_c(l, r); }, "C");
   }
 }
 
-// A problem with zeros everywhere except row 0 of A, column 0 of B, C[0][0].
-Problem single(const Instr& ins, const std::vector<float>& a, const std::vector<float>& b, float c00) {
-  Problem p;
-  p.A.assign(ins.mn * ins.k, 0.0f);
-  p.B.assign(ins.k * ins.mn, 0.0f);
-  p.C.assign(ins.mn * ins.mn, 0.0f);
-  for (std::size_t k = 0; k < a.size(); ++k) p.A[k] = a[k];
-  for (std::size_t k = 0; k < b.size(); ++k) p.B[k * ins.mn] = b[k];
-  p.C[0] = c00;
-  return p;
+TYPED_TEST(AtomTest, ExactModelMatchesThePlainProduct) {
+  using A = TypeParam;
+  std::mt19937 g(7);
+  for (int trial = 0; trial < 3; ++trial) {
+    std::vector<float> a(A::M * A::K), b(A::K * A::N), c(A::M * A::N);
+    for (float& v : a) v = random_value<A>(g);
+    for (float& v : b) v = random_value<A>(g);
+    for (float& v : c) v = std::ldexp(static_cast<float>(std::uniform_int_distribution<int>(-1000, 1000)(g)), -6);
+    const auto d = run_atom<A>(rt::MfmaModel::exact, a, b, c);
+    for (int i = 0; i < A::M; ++i)
+      for (int j = 0; j < A::N; ++j) {
+        double s = c[i * A::N + j];
+        for (int k = 0; k < A::K; ++k) s += static_cast<double>(a[i * A::K + k]) * b[k * A::N + j];  // exact
+        ASSERT_EQ(bits_of(d[i * A::N + j]), bits_of(static_cast<float>(s))) << A::name << " D[" << i << "][" << j << "]";
+      }
+  }
 }
 
-// D[0][0]; every other element must be 0 unless the inputs are not finite.
-float d00(rt::MfmaModel m, const Instr& ins, const Problem& p, bool rest_zero = true) {
-  rt::host::ScopedConfig sc(model_config(m));
-  const auto D = run(ins, p);
-  for (std::size_t i = 1; rest_zero && i < D.size(); ++i) EXPECT_EQ(D[i], 0.0f);
+TYPED_TEST(AtomTest, HardwareModelAgreesWithExactOnExactSums) {
+  using A = TypeParam;
+  std::mt19937 g(3);
+  std::vector<float> a(A::M * A::K), b(A::K * A::N), c(A::M * A::N);
+  for (float& v : a) v = static_cast<float>(std::uniform_int_distribution<int>(-8, 8)(g));
+  for (float& v : b) v = static_cast<float>(std::uniform_int_distribution<int>(-8, 8)(g));
+  for (float& v : c) v = static_cast<float>(std::uniform_int_distribution<int>(-100, 100)(g));
+  EXPECT_EQ(run_atom<A>(rt::MfmaModel::exact, a, b, c), run_atom<A>(hardware_model<A>(), a, b, c)) << A::name;
+}
+
+// ---------------------------------------------------------------------------
+// Hand-computed cases: row 0 of A, column 0 of B and C[0][0]; everything else
+// zero. Each case gives D[0][0] under exact, cdna3 and sm90.
+
+template <class Atom>
+float d00(rt::MfmaModel m, const std::vector<float>& a, const std::vector<float>& b, float c00, bool rest_zero = true) {
+  std::vector<float> A(Atom::M * Atom::K, 0.0f), B(Atom::K * Atom::N, 0.0f), C(Atom::M * Atom::N, 0.0f);
+  for (std::size_t k = 0; k < a.size(); ++k) A[k] = a[k];
+  for (std::size_t k = 0; k < b.size(); ++k) B[k * Atom::N] = b[k];
+  C[0] = c00;
+  const auto D = run_atom<Atom>(m, A, B, C);
+  for (std::size_t i = 1; rest_zero && i < D.size(); ++i) EXPECT_EQ(bits_of(D[i]), 0u) << Atom::name << " D flat " << i;
   return D[0];
 }
 
-const Instr& instr(const char* name) {
-  for (const Instr& i : kInstrs)
-    if (std::string(name) == i.name) return i;
-  throw std::logic_error(name);
+struct Case {
+  const char* what;
+  std::vector<float> a, b;
+  float c;
+  float exact, cdna3, sm90;
+  bool rest_zero = true;
+};
+
+const float p = 1.0f;
+float two(int e) { return std::ldexp(1.0f, e); }
+
+// Cases valid for every bf16 / f16 atom (K >= 8; values representable in f16).
+std::vector<Case> half_cases() {
+  const float t = two(-13), u = two(-12);  // t * u = 2^-25
+  return {
+      {"products below 24 bits are cut (cdna3), kept at 25 bits and the sum cut toward zero (sm90)",
+       {p, t, t, t, t, t, t, t}, {p, u, u, u, u, u, u, u}, 0.0f, 1 + two(-22), 1.0f, 1 + two(-23)},
+      {"cutting is toward zero for negative sums", {-p, -t, -t, -t, -t, -t, -t, -t}, {p, u, u, u, u, u, u, u}, 0.0f,
+       -(1 + two(-22)), -1.0f, -(1 + two(-23))},
+      {"a small C is dropped at 24 (cdna3) or 25 (sm90) bits below the products", {p, two(-12)}, {p, two(-12)}, two(-30),
+       1 + two(-23), 1.0f, 1.0f},
+      {"a small negative C is floored (cdna3) or cut toward zero (sm90)", {p}, {p}, -two(-30), 1.0f, 1 - two(-24), 1.0f},
+      {"cancellation leaves nothing of a product cut away", {p, -p, two(-20)}, {p, p, two(-20)}, 0.0f, two(-40), 0.0f,
+       0.0f},
+      {"cancellation leaves nothing of a C cut away", {p, -p}, {p, p}, two(-40), two(-40), 0.0f, 0.0f},
+      {"alignment at ea + eb, not the renormalised product exponent", {1.5f, two(-24), two(-24), two(-24), two(-24),
+       two(-24), two(-24), two(-24)}, {1.5f, p, p, p, p, p, p, p}, 0.0f, 2.25f + two(-21), 2.25f + two(-21), 2.25f + two(-22)},
+      {"subnormal inputs are kept", {two(-20)}, {p}, 0.0f, two(-20), two(-20), two(-20)},
+      {"a subnormal C passes through", {}, {}, two(-140), two(-140), two(-140), two(-140)},
+      {"Inf * finite is Inf", {INFINITY}, {p}, 0.0f, INFINITY, INFINITY, INFINITY, false},
+      {"an Inf C", {p}, {p}, -INFINITY, -INFINITY, -INFINITY, -INFINITY},
+      {"Inf * 0 is NaN", {INFINITY, p}, {0.0f, p}, 0.0f, NAN, NAN, NAN, false},
+      {"Inf - Inf is NaN", {INFINITY, -INFINITY}, {p, p}, 0.0f, NAN, NAN, NAN, false},
+      {"a NaN input", {NAN}, {p}, 0.0f, NAN, NAN, NAN, false},
+  };
 }
 
-TEST(MfmaCdna3, ProductsAreTruncatedBelowTheGroupMaximumExponent) {
-  const Instr& ins = instr("mfma_32x32x8bf16_1k");
-  const float t = std::ldexp(1.0f, -25);
-  const auto p = single(ins, {1, t, t, t, t, t, t, t}, {1, 1, 1, 1, 1, 1, 1, 1}, 0.0f);
-  // Exact: 1 + 7*2^-25 = 1 + 1.75 ulp -> 1 + 2^-22. cdna3: each 2^-25 truncates to 0.
-  EXPECT_EQ(d00(rt::MfmaModel::exact, ins, p), 1.0f + std::ldexp(1.0f, -22));
-  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, p), 1.0f);
-  // Truncation is toward zero for negative products too.
-  const auto n = single(ins, {-1, -t, -t, -t, -t, -t, -t, -t}, {1, 1, 1, 1, 1, 1, 1, 1}, 0.0f);
-  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, n), -1.0f);
+// bf16 only: the fp32 exponent range of the products.
+std::vector<Case> bf16_cases() {
+  return {
+      {"a subnormal result is rounded to nearest (exact, cdna3) or cut toward zero (sm90)", {1.5f * two(-75)},
+       {two(-74)}, 0.0f, two(-148), two(-148), two(-149)},
+      {"a bf16 subnormal input", {two(-130)}, {two(10)}, 0.0f, two(-120), two(-120), two(-120)},
+      {"a product of 2^128 or more is Inf in cdna3 only: 2^200 - 2^200", {two(100), -two(100)}, {two(100), two(100)},
+       0.0f, 0.0f, NAN, 0.0f},
+      {"a finite sum beyond fp32 is Inf", {two(100)}, {two(100)}, 0.0f, INFINITY, INFINITY, INFINITY},
+  };
 }
 
-TEST(MfmaCdna3, GroupsOfEightInIncreasingKWithRoundingBetween) {
-  const Instr& ins = instr("mfma_16x16x16bf16_1k");
-  const float big = std::ldexp(1.0f, 24);
-  std::vector<float> a(16, 0.0f), b(16, 1.0f);
-  a[0] = big;
-  a[1] = 1;  // chunk 0: 2^24 + 1 -> rounds (tie, even) to 2^24
-  a[8] = 1;  // chunk 1: 2^24 + 1 -> 2^24 again
-  const auto p = single(ins, a, b, 0.0f);
-  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, p), big);
-  // Exact (and a single chunk of 16, and chunks in the other order) give 2^24 + 2.
-  EXPECT_EQ(d00(rt::MfmaModel::exact, ins, p), big + 2.0f);
-}
-
-TEST(MfmaCdna3, GroupSumKeeps31BitsBelowTheLargerExponent) {
-  const Instr& ins = instr("mfma_32x32x8bf16_1k");
-  // C = 256; chunk sum 2^-16 + 2^-40. Exact: just above the tie -> 256 + 2^-15.
-  // cdna3: 2^-40 is dropped at 31 bits below 2^8 -> an exact tie -> 256.
-  const auto p = single(ins, {std::ldexp(1.0f, -16), std::ldexp(1.0f, -40)}, {1, 1}, 256.0f);
-  EXPECT_EQ(d00(rt::MfmaModel::exact, ins, p), 256.0f + std::ldexp(1.0f, -15));
-  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, p), 256.0f);
-}
-
-TEST(MfmaCdna3, AccumulatorTruncatedTo24BitsBelowTheLargerExponent) {
-  const Instr& ins = instr("mfma_32x32x8f16");
-  // Chunk sum 1 + 2^-24 (a tie in fp32); C = 2^-30 tips it up only if kept.
-  const auto p = single(ins, {1.0f, std::ldexp(1.0f, -24)}, {1, 1}, std::ldexp(1.0f, -30));
-  EXPECT_EQ(d00(rt::MfmaModel::exact, ins, p), 1.0f + std::ldexp(1.0f, -23));
-  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, p), 1.0f);
-}
-
-TEST(MfmaCdna3, DenormalsAreKept) {
-  for (auto m : {rt::MfmaModel::cdna3, rt::MfmaModel::exact}) {
-    const Instr& bf = instr("mfma_16x16x16bf16_1k");
-    // bf16 subnormal input 2^-130 times 2^10.
-    EXPECT_EQ(d00(m, bf, single(bf, {std::ldexp(1.0f, -130)}, {1024.0f}, 0.0f)), std::ldexp(1.0f, -120));
-    // fp16 subnormal input 2^-20.
-    const Instr& h = instr("mfma_16x16x16f16");
-    EXPECT_EQ(d00(m, h, single(h, {std::ldexp(1.0f, -20)}, {1.0f}, 0.0f)), std::ldexp(1.0f, -20));
-    // A subnormal accumulator passes through.
-    EXPECT_EQ(d00(m, bf, single(bf, {}, {}, std::ldexp(1.0f, -140))), std::ldexp(1.0f, -140));
-    // Subnormal result of subnormal-range products: 2^-70 * 2^-70 = 2^-140.
-    EXPECT_EQ(d00(m, bf, single(bf, {std::ldexp(1.0f, -70)}, {std::ldexp(1.0f, -70)}, 0.0f)),
-              std::ldexp(1.0f, -140));
-  }
-}
-
-TEST(MfmaCdna3, AlignmentUsesTheSumOfTheOperandExponents) {
-  // 1.5 * 1.5 = 2.25 sits at exponent 0 + 0 (not 1), so the 2^-24 products
-  // are kept: 2.25 + 7 * 2^-24 = 2.25 + 1.75 ulp -> 2.25 + 2^-21 (as exact).
-  // Aligning to the product's own exponent (1) would drop them -> 2.25.
-  const Instr& ins = instr("mfma_32x32x8bf16_1k");
-  const float t = std::ldexp(1.0f, -24);
-  const auto p = single(ins, {1.5f, t, t, t, t, t, t, t}, {1.5f, 1, 1, 1, 1, 1, 1, 1}, 0.0f);
-  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, p), 2.25f + std::ldexp(1.0f, -21));
-  EXPECT_EQ(d00(rt::MfmaModel::exact, ins, p), 2.25f + std::ldexp(1.0f, -21));
-}
-
-TEST(MfmaCdna3, GroupSumIsFlooredNotTruncated) {
-  // C = 256, group sum -(2^-17 + 2^-40). Floored to 31 bits below 2^8 it is
-  // -(2^-17 + 2^-23): below the tie 256 - 2^-17 -> 256 - 2^-16.
-  // Truncation toward zero would land on the tie -> 256.
-  const Instr& ins = instr("mfma_32x32x8bf16_1k");
-  const auto p = single(ins, {-std::ldexp(1.0f, -17), -std::ldexp(1.0f, -40)}, {1, 1}, 256.0f);
-  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, p), 256.0f - std::ldexp(1.0f, -16));
-  // A small negative accumulator under a larger group sum floors to one unit
-  // of 2^-24 below: 1 + (-2^-30) -> 1 - 2^-24, which fp32 holds exactly;
-  // exact arithmetic rounds 1 - 2^-30 to 1.
-  const auto q = single(ins, {1.0f}, {1.0f}, -std::ldexp(1.0f, -30));
-  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, q), 1.0f - std::ldexp(1.0f, -24));
-  EXPECT_EQ(d00(rt::MfmaModel::exact, ins, q), 1.0f);
-}
-
-TEST(MfmaCdna3, ProductBeyondFp32RangeIsInfinite) {
-  const Instr& ins = instr("mfma_32x32x8bf16_1k");
-  const float big = std::ldexp(1.0f, 100);
-  // 2^200 - 2^200 is 0 in exact arithmetic; cdna3 sees +Inf and -Inf products.
-  const auto p = single(ins, {big, -big}, {big, big}, 0.0f);
-  EXPECT_TRUE(std::isnan(d00(rt::MfmaModel::cdna3, ins, p)));
-  EXPECT_EQ(d00(rt::MfmaModel::exact, ins, p), 0.0f);
-  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, single(ins, {big}, {big}, 0.0f)), INFINITY);
-}
-
-TEST(MfmaCdna3, F32IsAChainOfFmaInIncreasingK) {
-  const Instr& ins = instr("mfma_32x32x2f32");
-  const float h = std::ldexp(1.0f, -24);
-  // 1 + 2^-24 + 2^-24: each fma rounds a tie back to 1; exact gives 1 + 2^-23.
-  const auto p = single(ins, {h, h}, {1, 1}, 1.0f);
-  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, p), 1.0f);
-  EXPECT_EQ(d00(rt::MfmaModel::exact, ins, p), 1.0f + std::ldexp(1.0f, -23));
-  // The product inside an fma is not rounded: (1+2^-12)^2 - 1 = 2^-11 + 2^-24.
-  const float a = 1.0f + std::ldexp(1.0f, -12);
-  const auto q = single(ins, {a}, {a}, -1.0f);
-  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, q), std::ldexp(1.0f, -11) + std::ldexp(1.0f, -24));
-}
-
-TEST(MfmaCdna3, Xf32TruncatesInputsToTf32) {
-  const Instr& ins = instr("mfma_32x32x4xf32");
-  const float a = 1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -10);  // 11 fraction bits
-  const auto p = single(ins, {a}, {1.0f}, 0.0f);
-  EXPECT_EQ(d00(rt::MfmaModel::cdna3, ins, p), 1.0f + std::ldexp(1.0f, -10));
-  EXPECT_EQ(d00(rt::MfmaModel::exact, ins, p), a);
-}
-
-TEST(MfmaCdna3, AgreesWithExactOnExactSums) {
-  // Products of small integers: nothing is truncated, both models agree.
-  std::mt19937 g(3);
-  for (const Instr& ins : kInstrs) {
-    Problem p;
-    p.A.resize(ins.mn * ins.k);
-    p.B.resize(ins.k * ins.mn);
-    p.C.resize(ins.mn * ins.mn);
-    for (float& v : p.A) v = static_cast<float>(std::uniform_int_distribution<int>(-8, 8)(g));
-    for (float& v : p.B) v = static_cast<float>(std::uniform_int_distribution<int>(-8, 8)(g));
-    for (float& v : p.C) v = static_cast<float>(std::uniform_int_distribution<int>(-100, 100)(g));
-    std::vector<float> e, c;
-    {
-      rt::host::ScopedConfig sc(model_config(rt::MfmaModel::exact));
-      e = run(ins, p);
+template <class Atom>
+void expect_case(const Case& cs) {
+  for (rt::MfmaModel m : {rt::MfmaModel::exact, hardware_model<Atom>()}) {
+    const float want = m == rt::MfmaModel::exact ? cs.exact : (m == rt::MfmaModel::cdna3 ? cs.cdna3 : cs.sm90);
+    const float got = d00<Atom>(m, cs.a, cs.b, cs.c, cs.rest_zero);
+    if (std::isnan(want)) {
+      // NaN encodings: 0x7FFFFFFF for sm90, the quiet NaN 0x7FC00000 otherwise.
+      EXPECT_EQ(bits_of(got), m == rt::MfmaModel::sm90 ? 0x7FFFFFFFu : 0x7FC00000u)
+          << Atom::name << " " << rt::mfma_model_name(m) << ": " << cs.what;
+    } else {
+      EXPECT_EQ(bits_of(got), bits_of(want)) << Atom::name << " " << rt::mfma_model_name(m) << ": " << cs.what
+                                             << " (got " << got << ", want " << want << ")";
     }
-    {
-      rt::host::ScopedConfig sc(model_config(rt::MfmaModel::cdna3));
-      c = run(ins, p);
-    }
-    EXPECT_EQ(e, c) << ins.name;
   }
 }
 
-TEST(MfmaCdna3, NonFiniteInputsFollowIeee) {
-  const Instr& ins = instr("mfma_32x32x8bf16_1k");
-  for (auto m : {rt::MfmaModel::cdna3, rt::MfmaModel::exact}) {
-    EXPECT_EQ(d00(m, ins, single(ins, {INFINITY}, {1}, 0.0f), false), INFINITY);
-    EXPECT_EQ(d00(m, ins, single(ins, {1}, {1}, -INFINITY)), -INFINITY);
-    EXPECT_TRUE(std::isnan(d00(m, ins, single(ins, {INFINITY, 1}, {0, 1}, 0.0f), false)));  // inf * 0
-    EXPECT_TRUE(std::isnan(d00(m, ins, single(ins, {INFINITY, -INFINITY}, {1, 1}, 0.0f), false)));
-    EXPECT_TRUE(std::isnan(d00(m, ins, single(ins, {NAN}, {1}, 0.0f), false)));
+TYPED_TEST(AtomTest, HandCasesTellTheModelsApart) {
+  using A = TypeParam;
+  if constexpr (A::type == rt::MmaType::bf16 || A::type == rt::MmaType::f16) {
+    for (const Case& cs : half_cases()) expect_case<A>(cs);
+    if constexpr (A::type == rt::MmaType::bf16)
+      for (const Case& cs : bf16_cases()) expect_case<A>(cs);
+    if constexpr (A::K == 16) {
+      // K = 16: cdna3 runs two groups of 8 in sequence (fp32 between), sm90
+      // one fused sum of 16: 2^11 + 2^-13 + 2^-13.
+      std::vector<float> a(16, 0.0f), b(16, 1.0f);
+      a[0] = two(11);
+      a[1] = two(-13);
+      a[8] = two(-13);
+      expect_case<A>({"groups of 8 (cdna3) against one fused sum (sm90)", a, b, 0.0f, two(11) + two(-12), two(11),
+                      two(11) + two(-12)});
+    }
+  } else if constexpr (A::type == rt::MmaType::f32) {
+    const float h = two(-24);
+    if constexpr (A::K >= 2) {
+      expect_case<A>({"f32: a chain of fma in increasing k", {h, h}, {p, p}, 1.0f, 1 + two(-23), 1.0f, 1.0f});
+    }
+    const float q = 1.0f + two(-12);
+    expect_case<A>({"f32: the product inside an fma is not rounded", {q}, {q}, -1.0f, two(-11) + two(-24),
+                    two(-11) + two(-24), 0.0f});
+    expect_case<A>({"f32: Inf * 0 is NaN", {INFINITY, p}, {0.0f, p}, 0.0f, NAN, NAN, NAN, false});
+  } else {
+    const float a = 1.0f + two(-11) + two(-10);  // 11 fraction bits
+    expect_case<A>({"xf32: inputs truncated to tf32", {a}, {p}, 0.0f, a, 1 + two(-10), 0.0f});
+    const float t = two(-25);
+    expect_case<A>({"xf32: groups of 4 truncate like bf16", {p, t, t, t}, {p, p, p, p}, 0.0f, 1 + two(-23), 1.0f, 0.0f});
   }
 }
+
+// ---------------------------------------------------------------------------
+// The integer models against fp64 transcriptions of their definitions
+// (MMA-Sim's fused_sum: significands as doubles, exponents as integers).
+
+struct SigExp {
+  double s;
+  int e;
+};
+SigExp sig_exp(double x, int min_exp) {
+  if (x == 0.0) return {0.0, -999};
+  int e = 0;
+  double s = std::frexp(x, &e) * 2.0;
+  e -= 1;
+  if (e < min_exp) {
+    s = std::ldexp(s, e - min_exp);
+    e = min_exp;
+  }
+  return {s, e};
+}
+
+float cdna3_reference(const double* a, const double* b, int n, float c, int min_exp) {
+  double sig[8];
+  int ex[8], m = 0, max_e = -100000;
+  for (int i = 0; i < n; ++i) {
+    const SigExp x = sig_exp(a[i], min_exp), y = sig_exp(b[i], min_exp);
+    sig[m] = x.s * y.s;
+    ex[m] = x.e + y.e;
+    max_e = std::max(max_e, ex[m]);
+    ++m;
+  }
+  double s = 0.0;
+  for (int i = 0; i < m; ++i) s += std::ldexp(std::trunc(std::ldexp(sig[i], 24 + ex[i] - max_e)), -24);
+  const SigExp cc = sig_exp(c, -126);
+  const int top = std::max(max_e, cc.e);
+  s = std::ldexp(std::floor(std::ldexp(s, 31 + max_e - top)), -31);
+  const double sc = std::ldexp(std::floor(std::ldexp(cc.s, 24 + cc.e - top)), -24);
+  return static_cast<float>(std::ldexp(s + sc, top));
+}
+
+float sm90_reference(const double* a, const double* b, int n, float c, int min_exp) {
+  std::vector<double> sig;
+  std::vector<int> ex;
+  const SigExp cc = sig_exp(c, -126);
+  sig.push_back(cc.s);
+  ex.push_back(cc.e);
+  for (int i = 0; i < n; ++i) {
+    const SigExp x = sig_exp(a[i], min_exp), y = sig_exp(b[i], min_exp);
+    sig.push_back(x.s * y.s);
+    ex.push_back(x.e + y.e);
+  }
+  int max_e = -100000;
+  for (std::size_t i = 0; i < sig.size(); ++i)
+    if (sig[i] != 0.0) max_e = std::max(max_e, ex[i]);
+  double s = 0.0;
+  for (std::size_t i = 0; i < sig.size(); ++i) s += std::ldexp(std::trunc(std::ldexp(sig[i], 25 + ex[i] - max_e)), -25);
+  if (s == 0.0) return 0.0f;
+  const SigExp r = sig_exp(std::ldexp(s, max_e), -126);
+  const double v = std::ldexp(std::trunc(std::ldexp(r.s, 23)), r.e - 23);
+  return std::fabs(v) >= 0x1p128 ? std::copysign(INFINITY, v) : static_cast<float>(v);
+}
+
+// Finite bf16 / f16 bit patterns over the whole exponent range.
+std::uint16_t random_bits(std::mt19937& g, bool bf16) {
+  for (;;) {
+    const auto h = static_cast<std::uint16_t>(g());
+    const unsigned e = bf16 ? (h >> 7) & 0xff : (h >> 10) & 0x1f;
+    if (e != (bf16 ? 0xffu : 0x1fu)) return h;
+  }
+}
+
+TEST(MmaNumerics, IntegerModelsMatchTheirFp64Definitions) {
+  std::mt19937 g(11);
+  for (bool bf16 : {true, false}) {
+    const auto type = bf16 ? rt::MmaType::bf16 : rt::MmaType::f16;
+    const int min_exp = bf16 ? -126 : -14;
+    for (int trial = 0; trial < 20000; ++trial) {
+      std::uint16_t a[16], b[16];
+      double da[16], db[16];
+      // Narrow the exponents in some trials, so that alignment keeps bits.
+      const bool narrow = trial % 2 == 0;
+      for (int k = 0; k < 16; ++k) {
+        a[k] = random_bits(g, bf16);
+        b[k] = random_bits(g, bf16);
+        if (narrow) {
+          a[k] = static_cast<std::uint16_t>((a[k] & (bf16 ? 0x807f : 0x83ff)) | (bf16 ? (120 + g() % 16) << 7 : (8 + g() % 14) << 10));
+          b[k] = static_cast<std::uint16_t>((b[k] & (bf16 ? 0x807f : 0x83ff)) | (bf16 ? (120 + g() % 16) << 7 : (8 + g() % 14) << 10));
+        }
+        da[k] = bf16 ? kgate::bf16_bits_to_fp32(a[k]) : kgate::fp16_bits_to_fp32(a[k]);
+        db[k] = bf16 ? kgate::bf16_bits_to_fp32(b[k]) : kgate::fp16_bits_to_fp32(b[k]);
+      }
+      const float c = narrow ? std::ldexp(static_cast<float>(static_cast<int>(g() % 2000001) - 1000000), -20 - static_cast<int>(g() % 20))
+                             : std::ldexp(static_cast<float>(static_cast<int>(g() % 2000001) - 1000000), static_cast<int>(g() % 200) - 150);
+      // cdna3 (one group of 8; products of bf16 beyond 2^128 are excluded
+      // here: the reference does not model them).
+      double pmax = 0.0;
+      for (int k = 0; k < 8; ++k) pmax = std::max(pmax, std::fabs(da[k] * db[k]));
+      if (pmax < 0x1p120) {
+        const float want = cdna3_reference(da, db, 8, c, min_exp);
+        const float got = rt::numerics::dot_bits(rt::MfmaModel::cdna3, type, a, b, 8, c);
+        ASSERT_EQ(bits_of(got), bits_of(want)) << "cdna3 trial " << trial << (bf16 ? " bf16" : " f16");
+      }
+      const float want = sm90_reference(da, db, 16, c, min_exp);
+      const float got = rt::numerics::dot_bits(rt::MfmaModel::sm90, type, a, b, 16, c);
+      ASSERT_EQ(bits_of(got), bits_of(want)) << "sm90 trial " << trial << (bf16 ? " bf16" : " f16");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Misuse.
 
 KGATE_KERNEL(mfma_divergent, float* out) {
   rt::f32x4 acc{};
@@ -334,23 +398,71 @@ KGATE_KERNEL(mfma_divergent, float* out) {
   out[rt::lane_id()] = acc[0];
 }
 
-TEST(Mfma, InactiveLanesAreAnError) {
+TEST(Mma, InactiveLanesAreAnError) {
   rt::host::ScopedConfig sc(rt::test::test_config());
   rt::DeviceBuffer<float> out(64);
   const std::string msg = error_of([&] { KGATE_LAUNCH(mfma_divergent, (rt::LaunchConfig{1, 64}), out.data()); });
-  EXPECT_NE(msg.find("mfma_16x16x4f32"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("v_mfma_f32_16x16x4_f32"), std::string::npos) << msg;
   EXPECT_NE(msg.find("all 64 lanes must take part"), std::string::npos) << msg;
   EXPECT_NE(msg.find("0x7fffffffffffffff"), std::string::npos) << msg;
   EXPECT_NE(msg.find("kernel 'mfma_divergent'"), std::string::npos) << msg;
 }
 
-TEST(Mfma, A32WideTargetHasNoMfma) {
+TEST(Mma, A32WideGfx942ModelHasNoMfma) {
   auto c = rt::test::test_config();
   c.wave_size = 32;
   rt::host::ScopedConfig sc(c);
   rt::DeviceBuffer<float> out(64);
   const std::string msg = error_of([&] { KGATE_LAUNCH(mfma_divergent, (rt::LaunchConfig{1, 64}), out.data()); });
-  EXPECT_NE(msg.find("64-wide wave"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("needs a 64-wide wave"), std::string::npos) << msg;
+}
+
+template <class Atom>
+std::string wrong_target_error(rt::Target t) {
+  rt::host::Config c = rt::host::config_for(t, rt::test::test_config());
+  rt::host::ScopedConfig sc(c);
+  using T = mma::operand_t<Atom>;
+  rt::DeviceBuffer<T> a(Atom::M * Atom::K), b(Atom::K * Atom::N);
+  rt::DeviceBuffer<float> cc(Atom::M * Atom::N), d(Atom::M * Atom::N);
+  return error_of([&] {
+    KGATE_LAUNCH((atom_kernel<Atom>), (rt::LaunchConfig{1, 64}), a.data(), b.data(), cc.data(), d.data());
+  });
+}
+
+TEST(Mma, AnAtomOfTheOtherTargetIsAnError) {
+  // sm90 atom on gfx942 (wave64): the warp is 32 lanes.
+  std::string msg = wrong_target_error<mma::sm90_m16n8k16_bf16>(rt::Target::gfx942);
+  EXPECT_NE(msg.find("needs a 32-wide wave"), std::string::npos) << msg;
+  // gfx942 atom on sm90 (warp 32).
+  msg = wrong_target_error<mma::gfx942_32x32x8_bf16>(rt::Target::sm90);
+  EXPECT_NE(msg.find("needs a 64-wide wave"), std::string::npos) << msg;
+  // sm90 atom on the 32-wide gfx942 model: the lanes fit, the target does not.
+  rt::host::Config c = rt::test::test_config();
+  c.wave_size = 32;
+  rt::host::ScopedConfig sc(c);
+  rt::DeviceBuffer<std::uint16_t> a(256), b(128);
+  rt::DeviceBuffer<float> cc(128), d(128);
+  msg = error_of([&] {
+    KGATE_LAUNCH((atom_kernel<mma::sm90_m16n8k16_bf16>), (rt::LaunchConfig{1, 32}), a.data(), b.data(), cc.data(),
+                 d.data());
+  });
+  EXPECT_NE(msg.find("an sm90 atom on the emulated gfx942 target"), std::string::npos) << msg;
+}
+
+TEST(Mma, DefaultAtomFollowsTheTarget) {
+  std::string seen;
+  {
+    rt::host::ScopedConfig sc(rt::host::config_for(rt::Target::gfx942, rt::test::test_config()));
+    mma::with_default_atom<rt::MmaType::bf16>([&](auto atom) { seen = decltype(atom)::name; });
+    EXPECT_EQ(seen, "v_mfma_f32_32x32x8_bf16");
+    mma::with_default_atom<rt::MmaType::xf32>([&](auto atom) { seen = decltype(atom)::name; });
+    EXPECT_EQ(seen, "v_mfma_f32_32x32x4_xf32");
+  }
+  rt::host::ScopedConfig sc(rt::host::config_for(rt::Target::sm90, rt::test::test_config()));
+  mma::with_default_atom<rt::MmaType::f16>([&](auto atom) { seen = decltype(atom)::name; });
+  EXPECT_EQ(seen, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32");
+  const std::string msg = error_of([&] { mma::with_default_atom<rt::MmaType::f32>([&](auto) {}); });
+  EXPECT_NE(msg.find("sm90 target has no MMA atom"), std::string::npos) << msg;
 }
 
 }  // namespace

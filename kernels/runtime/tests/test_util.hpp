@@ -13,12 +13,12 @@
 
 namespace kgate::rt::test {
 
-// A configuration for deterministic tests: one thread, in order, checks on.
+// A configuration for deterministic tests: the gfx942 target (wave64,
+// cdna3), one thread, in order, checks on.
 inline host::Config test_config() {
-  host::Config c = host::config();
+  host::Config c = host::config_for(Target::gfx942, host::config());
   c.threads = 1;
   c.order = host::Order::in_order;
-  c.wave_size = 64;
   c.check_lds = true;
   return c;
 }

@@ -1,0 +1,1 @@
+#include "kernels/conformance/mma_conformance.cpp"

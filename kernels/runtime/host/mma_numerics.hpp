@@ -1,0 +1,214 @@
+// The numeric models of the matrix cores, as scalar functions: one output
+// element of one instruction (a dot product of K operand pairs plus the
+// accumulator). The host emulator (host/mfma.cpp) calls them for every
+// output element; the CUDA conformance driver links them to compare the H200
+// with the model bit for bit. No dependency on the emulator.
+//
+// Models (rt::MfmaModel):
+//   exact  every product exact, the K-sum and C added exactly, one
+//          round-to-nearest-even to fp32. Non-finite inputs: the IEEE fp64
+//          sum, converted to fp32.
+//   cdna3  the gfx942 matrix cores (MMA-Sim's amd_fused_dot_add, arXiv
+//          2511.10909). bf16/f16: groups of 8 products in increasing k (a
+//          K=16 instruction is two groups in sequence, fp32 between); in a
+//          group each product is taken as significand x significand at
+//          exponent ea + eb (not renormalised; subnormal inputs at the
+//          format's minimum exponent), cut toward zero at 24 fractional bits
+//          below the group's largest product exponent and summed exactly; the
+//          group sum is floored to 31 and C to 24 fractional bits below the
+//          larger of that exponent and C's, the two are added and rounded once
+//          to fp32 (nearest-even). xf32: inputs truncated to tf32, groups of
+//          4. f32: fmaf chained in increasing k. Subnormals are kept. A finite
+//          product of 2^128 or more is +-Inf (NaN for both signs). Non-finite
+//          inputs: the IEEE result of the sum (Inf * 0, Inf - Inf, NaN: NaN).
+//   sm90   the Hopper mma.sync tensor cores (MMA-Sim's nv_fused_dot_add with
+//          25 fractional bits): the K products (significand x significand at
+//          exponent ea + eb, not renormalised) and C (at its own exponent)
+//          are aligned together to the largest exponent among the non-zero
+//          terms, each cut toward zero at 25 fractional bits below it, summed
+//          exactly, and the sum is normalised and cut toward zero to fp32 once
+//          per instruction (subnormal results kept). The special cases are in
+//          the runtime README ("sm90 numerics"), each with the H200 case that
+//          settled it.
+// NaN results are the quiet NaN 0x7FC00000 (exact, cdna3) and 0x7FFFFFFF
+// (sm90).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/runtime/common.hpp"  // MfmaModel, MmaType; reference/dtype.hpp: bit_cast
+
+namespace kgate::rt::numerics {
+
+// A decoded operand: value = m * 2^(e - F) for the format's F fraction bits
+// (m signed, the hidden bit included; subnormals at the minimum exponent;
+// m == 0 for zeros). `cls`: 0 finite, 1 infinite (sign in m), 2 NaN.
+struct Operand {
+  std::int32_t m;
+  std::int32_t e;
+  std::int32_t cls;
+};
+
+// Fraction bits of the operand formats (tf32: xf32's operands).
+inline constexpr int kFracBf16 = 7, kFracF16 = 10, kFracTf32 = 10, kFracF32 = 23;
+
+namespace detail {
+inline constexpr std::int32_t kZeroExp = -100000;  // the exponent of a zero operand: below every real one
+
+template <int ExpBits, int F>
+inline Operand decode_ieee(std::uint32_t bits) {
+  constexpr int bias = (1 << (ExpBits - 1)) - 1;
+  const std::uint32_t frac = bits & ((1u << F) - 1u);
+  const std::uint32_t ef = (bits >> F) & ((1u << ExpBits) - 1u);
+  const bool neg = (bits >> (F + ExpBits)) & 1u;
+  if (ef == (1u << ExpBits) - 1u) return Operand{neg ? -1 : 1, 0, frac ? 2 : 1};
+  const std::int32_t m = static_cast<std::int32_t>(ef == 0 ? frac : frac | (1u << F));
+  const std::int32_t e = ef == 0 ? (frac ? 1 - bias : kZeroExp) : static_cast<std::int32_t>(ef) - bias;
+  return Operand{neg ? -m : m, e, 0};
+}
+}  // namespace detail
+
+inline Operand decode_bf16(std::uint16_t bits) { return detail::decode_ieee<8, kFracBf16>(bits); }
+inline Operand decode_f16(std::uint16_t bits) { return detail::decode_ieee<5, kFracF16>(bits); }
+inline Operand decode_f32(float f) { return detail::decode_ieee<8, kFracF32>(kgate::bit_cast<std::uint32_t>(f)); }
+// Truncated to tf32 first; Inf and NaN as they are.
+inline Operand decode_tf32(float f) {
+  const auto u = kgate::bit_cast<std::uint32_t>(f);
+  if ((u & 0x7f800000u) == 0x7f800000u) return decode_f32(f);
+  return detail::decode_ieee<8, kFracTf32>(((u >> 31) << 18) | ((u >> 13) & 0x3ffffu));
+}
+
+// The intermediate terms of one sm90 instruction (for mismatch reports).
+struct Sm90Terms {
+  int k = 0;                 // products
+  int max_exp = 0;           // the alignment exponent E
+  std::int64_t product[16];  // each product, cut: units of 2^(E-25)
+  std::int64_t c = 0;        // C, cut
+  std::int64_t sum = 0;      // their exact sum
+  bool special = false;      // a non-finite input decided the result
+};
+
+// One output element: D = sum_k a[k] * b[k] + c, operands decoded with F
+// fraction bits. cdna3_dot covers bf16/f16/xf32 (group = 8 or 4); sm90_dot
+// bf16/f16 (k <= 16).
+float cdna3_dot(const Operand* a, const Operand* b, int k, int group, int F, float c);
+float sm90_dot(const Operand* a, const Operand* b, int k, int F, float c, Sm90Terms* terms = nullptr);
+float exact_dot(const Operand* a, const Operand* b, int k, int F, float c);
+// cdna3 f32: fmaf chained in increasing k.
+float fma_chain(const float* a, const float* b, int k, float c);
+
+// ---------------------------------------------------------------------------
+// The finite fast paths, inline so that the emulator's loops (host/mfma.cpp)
+// get constant trip counts. Operands as separate significand and exponent
+// arrays; every operand and C finite (the callers check). The scalar
+// functions above use the same code.
+namespace detail {
+
+inline constexpr std::int32_t kNoExp = -200000;  // the exponent of a zero product
+
+// x * 2^(base - d) cut toward zero (base, d >= 0), branch-free: the
+// alignment distance d is data, and a branch on it mispredicts.
+inline std::int64_t align_trunc(std::int64_t x, int base, int d) {
+  const std::int64_t mag = (x < 0 ? -x : x) << base;
+  const std::int64_t t = mag >> (d < 63 ? d : 63);
+  return x < 0 ? -t : t;
+}
+
+// sm90: sum_k a*b + c (c = cm * 2^(ce - 23), cm == 0 for a zero), cut
+// toward zero to fp32. Returns the exact sum s in units of 2^(*emax - 25).
+template <int K, int F>
+inline std::int64_t sm90_sum(const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm,
+                             const std::int32_t* be, std::int32_t cm, std::int32_t ce, std::int32_t* emax_out,
+                             Sm90Terms* terms = nullptr) {
+  std::int32_t p[K], pe[K];
+  std::int32_t emax = cm != 0 ? ce : kNoExp;
+  for (int i = 0; i < K; ++i) {
+    p[i] = am[i] * bm[i];  // <= 22 bits
+    pe[i] = p[i] != 0 ? ae[i] + be[i] : kNoExp;
+    emax = pe[i] > emax ? pe[i] : emax;
+  }
+  const std::int64_t ct = cm != 0 ? align_trunc(cm, 25 - 23, emax - ce) : 0;
+  std::int64_t s = ct;
+  for (int i = 0; i < K; ++i) s += align_trunc(p[i], 25 - 2 * F, emax - pe[i]);
+  if (terms) {
+    for (int i = 0; i < K; ++i) terms->product[i] = align_trunc(p[i], 25 - 2 * F, emax - pe[i]);
+    terms->max_exp = emax;
+    terms->c = ct;
+    terms->sum = s;
+  }
+  *emax_out = emax;
+  return s;
+}
+
+// s * 2^(e - 25), normalised and cut toward zero to fp32 (s * 2^(e-25) is
+// exact in a double; subnormal results kept; 2^128 and beyond: Inf).
+inline float sm90_round(std::int64_t s, std::int32_t e) {
+  const auto scale = kgate::bit_cast<double>(static_cast<std::uint64_t>(e - 25 + 1023) << 52);  // 2^(e-25)
+  const auto u = kgate::bit_cast<std::uint64_t>(static_cast<double>(s) * scale);
+  const std::uint32_t sign = static_cast<std::uint32_t>(u >> 63) << 31;
+  const int ed = static_cast<int>((u >> 52) & 0x7ff) - 1023;
+  const std::uint64_t mant = (u & ((std::uint64_t{1} << 52) - 1)) | (std::uint64_t{1} << 52);
+  if (ed >= 128) return kgate::bit_cast<float>(sign | 0x7f800000u);
+  if (ed >= -126)
+    return kgate::bit_cast<float>(sign | static_cast<std::uint32_t>(ed + 127) << 23 |
+                                  static_cast<std::uint32_t>((mant >> 29) & 0x7fffffu));
+  const int sh = 52 - (ed + 149);  // subnormal: units of 2^-149
+  return kgate::bit_cast<float>(sign | static_cast<std::uint32_t>(sh >= 64 ? 0 : mant >> sh));
+}
+
+// x * 2^sh rounded toward minus infinity (x signed).
+inline std::int64_t shift_floor(std::int64_t x, int sh) {
+  if (sh >= 0) return x * (std::int64_t{1} << sh);
+  return x >> (-sh < 63 ? -sh : 63);
+}
+
+// One cdna3 group of N products and the accumulator c (every input finite).
+template <int N, int F>
+inline float cdna3_group(const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm, const std::int32_t* be,
+                         float c) {
+  std::int32_t p[N], pe[N];
+  std::int32_t emax = kNoExp;
+  for (int i = 0; i < N; ++i) {
+    p[i] = am[i] * bm[i];
+    pe[i] = p[i] != 0 ? ae[i] + be[i] : kNoExp;
+    emax = pe[i] > emax ? pe[i] : emax;
+  }
+  if (emax >= 126 - 2 * F) {  // a product may reach 2^128 (bf16, tf32 only): +-Inf, NaN for both signs
+    bool p_inf = false, n_inf = false;
+    for (int i = 0; i < N; ++i) {
+      if (p[i] == 0) continue;
+      const auto mag = static_cast<std::uint32_t>(p[i] < 0 ? -p[i] : p[i]);
+      if (31 - __builtin_clz(mag) + pe[i] - 2 * F >= 128) (p[i] > 0 ? p_inf : n_inf) = true;
+    }
+    if (p_inf && n_inf) return kgate::bit_cast<float>(0x7FC00000u);
+    if (p_inf || n_inf) return kgate::bit_cast<float>(p_inf ? 0x7f800000u : 0xff800000u);
+  }
+  const Operand cc = decode_f32(c);
+  if (emax == kNoExp) return cc.m == 0 ? 0.0f : c;  // no product: D = C (a zero C gives +0)
+  std::int64_t s = 0;
+  for (int i = 0; i < N; ++i) s += align_trunc(p[i], 24 - 2 * F, emax - pe[i]);
+  const int top = cc.m != 0 && cc.e > emax ? cc.e : emax;
+  // Units of 2^(top - 31): the group sum floored at 31 bits, C at 24 bits.
+  const std::int64_t total =
+      shift_floor(s, 7 - (top - emax)) + (cc.m != 0 ? shift_floor(cc.m, 1 - (top - cc.e)) * 128 : 0);
+  // Exact in a double; one round-to-nearest-even to fp32.
+  const auto scale = kgate::bit_cast<double>(static_cast<std::uint64_t>(top - 31 + 1023) << 52);
+  return static_cast<float>(static_cast<double>(total) * scale);
+}
+
+}  // namespace detail
+
+template <int K, int F>
+inline float sm90_finite(const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm, const std::int32_t* be,
+                         const Operand& c) {
+  std::int32_t emax;
+  const std::int64_t s = detail::sm90_sum<K, F>(am, ae, bm, be, c.m, c.e, &emax);
+  return s == 0 ? 0.0f : detail::sm90_round(s, emax);
+}
+
+// Convenience for raw bit patterns (tests, the CUDA driver): k bf16 or f16
+// values each.
+float dot_bits(MfmaModel model, MmaType type, const std::uint16_t* a, const std::uint16_t* b, int k, float c,
+               Sm90Terms* terms = nullptr);
+
+}  // namespace kgate::rt::numerics
