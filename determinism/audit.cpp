@@ -98,7 +98,7 @@ std::string env_label(std::size_t env, int pattern, bool noisy) {
          (noisy ? ", noise" : "");
 }
 
-ProblemAudit audit_problem(const Problem& p, const AuditOptions& opt, std::unique_ptr<Noise>& noise) {
+ProblemAudit audit_problem(const Problem& p, const AuditOptions& opt, Noise* noise) {
   ProblemAudit a;
   a.descriptor = to_descriptor(p);
   a.op = op_dir_name(p);
@@ -135,17 +135,16 @@ ProblemAudit audit_problem(const Problem& p, const AuditOptions& opt, std::uniqu
       const std::size_t env = static_cast<std::size_t>(i) % envs;
       const int pattern = static_cast<int>((static_cast<std::size_t>(i) / envs) % 2);
       const bool noisy = opt.noise && i % 2 == 1;
-      if (noisy && !noise) noise = std::make_unique<Noise>();
-      if (!noisy) noise.reset();
+      if (noise) noise->set_active(noisy);
       kernels::RunOptions ro;
       ro.prefill_nan = true;
       ro.prefill_byte = kPrefill[pattern];
       EnvScope s(false, env, opt.seed * 1000 + static_cast<std::uint64_t>(i));
       record(a, first, run_once(p, in, plan, ro), "run " + std::to_string(i + 1) + ": " + env_label(env, pattern, noisy));
     }
-    noise.reset();
+    if (noise) noise->set_active(false);
   } catch (const std::exception& e) {
-    noise.reset();
+    if (noise) noise->set_active(false);
     a.verdict = "error";
     a.reason = e.what();
     return a;
@@ -185,7 +184,8 @@ AuditResult run_audit(const std::vector<Problem>& problems, const AuditOptions& 
   r.backend = kernels::backend_name();
   r.options = opt;
   std::unique_ptr<Noise> noise;
-  for (const Problem& p : problems) r.problems.push_back(audit_problem(p, opt, noise));
+  if (opt.noise) noise = std::make_unique<Noise>();
+  for (const Problem& p : problems) r.problems.push_back(audit_problem(p, opt, noise.get()));
   if (opt.plant_nondeterministic) r.problems.push_back(audit_planted(opt));
 
   // Fresh processes: each computes every audited problem's first run.
@@ -217,13 +217,12 @@ AuditResult run_audit(const std::vector<Problem>& problems, const AuditOptions& 
   r.control.digests.insert(first);
   r.control.runs = 1;
   for (int i = 1; i < opt.control_runs; ++i) {
-    if (opt.noise && i % 2 == 1 && !noise) noise = std::make_unique<Noise>();
-    if (i % 2 == 0) noise.reset();
+    if (noise) noise->set_active(i % 2 == 1);
     r.control.digests.insert(
         raw_digest(control_run(static_cast<std::size_t>(i) % envs, 100 + static_cast<std::uint64_t>(i), opt.control_deterministic)));
     ++r.control.runs;
   }
-  noise.reset();
+  if (noise) noise->set_active(false);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -4,6 +4,7 @@
 #include "determinism/audit_env.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <optional>
 #include <thread>
 
@@ -122,7 +123,7 @@ EnvScope::EnvScope(bool plan_env, std::size_t index, std::uint64_t seed) : impl_
 EnvScope::~EnvScope() = default;
 
 struct Noise::Impl {
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, active{false};
   std::atomic<std::uint64_t> rounds{0};
   std::thread worker;
 };
@@ -134,20 +135,25 @@ std::string Noise::description() {
 
 Noise::Noise() : impl_(std::make_unique<Impl>()) {
   Impl* im = impl_.get();
-  if constexpr (kHost) {
-    im->worker = std::thread([im] {
+  std::atomic<bool> ready{false};
+  im->worker = std::thread([im, &ready] {
+    const auto idle = [im] {
+      while (!im->active.load() && !im->stop.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    };
+    if constexpr (kHost) {
       std::vector<unsigned> buf(8u << 20, 1u);
+      ready = true;
       unsigned salt = 0;
       while (!im->stop.load(std::memory_order_relaxed)) {
-        for (auto& v : buf) v = v * 1664525u + 1013904223u + salt;
+        idle();
+        // Passes of 1 Mi elements, so that pausing takes effect quickly.
+        const std::size_t base = (salt % 8) * (1u << 20);
+        for (std::size_t i = base; i < base + (1u << 20); ++i) buf[i] = buf[i] * 1664525u + 1013904223u + salt;
         ++salt;
         im->rounds.fetch_add(1, std::memory_order_relaxed);
       }
-    });
-  } else {
-    // The buffer and stream are created on the worker thread and live there.
-    std::atomic<bool> ready{false};
-    im->worker = std::thread([im, &ready] {
+    } else {
+      // The buffer and stream are created on the worker thread and live there.
       const std::uint64_t n = (256ull << 20) / sizeof(unsigned);
       rt::DeviceBuffer<unsigned> buf(n);
       rt::Stream s(true);
@@ -158,18 +164,26 @@ Noise::Noise() : impl_(std::make_unique<Impl>()) {
       ready = true;
       unsigned salt = 0;
       while (!im->stop.load(std::memory_order_relaxed)) {
+        idle();
         for (int k = 0; k < 4; ++k) KGATE_LAUNCH(audit_noise, cfg, buf.data(), n, salt++);
         s.synchronize();
         im->rounds.fetch_add(1, std::memory_order_relaxed);
       }
-    });
-    while (!ready) std::this_thread::yield();
-  }
+    }
+  });
+  while (!ready) std::this_thread::yield();
 }
 
 Noise::~Noise() {
   impl_->stop = true;
   if (impl_->worker.joinable()) impl_->worker.join();
+}
+
+void Noise::set_active(bool on) {
+  const std::uint64_t before = impl_->rounds.load();
+  impl_->active = on;
+  if (on)
+    while (impl_->rounds.load() == before) std::this_thread::yield();
 }
 
 std::uint64_t Noise::launches() const { return impl_->rounds.load(); }

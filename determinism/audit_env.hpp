@@ -38,12 +38,15 @@ class EnvScope {
 // launched over and over on a stream that does not synchronise with the
 // default one; on the host backend (which runs kernels on the issuing
 // thread) a CPU thread streaming through memory, competing for the cores.
+// Created paused; set_active switches it on and off without tearing it down
+// (switching on waits until the noise is running).
 class Noise {
  public:
   Noise();
   ~Noise();
   Noise(const Noise&) = delete;
   Noise& operator=(const Noise&) = delete;
+  void set_active(bool on);
   std::uint64_t launches() const;  // noise rounds completed so far
   static std::string description();
 

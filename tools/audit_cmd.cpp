@@ -66,6 +66,7 @@ CLI::App* add_audit_command(CLI::App& app, AuditCli& cli) {
                 "runs of the float-atomic negative control (at least 25: a 0.25 race is then missed with p < 1e-3)")
       ->check(CLI::Range(determinism::kMinControlRuns, 100000))->capture_default_str();
   c->add_flag("--no-noise", cli.no_noise, "no concurrent noise");
+  c->add_flag("--no-bitwise", cli.no_bitwise, "leave the bitwise corpus's problems out");
   c->add_option("--seed", cli.audit.seed, "seed of the signed fill")->capture_default_str();
   c->add_option("--report", cli.report, "JSON report ('' writes none)")->capture_default_str();
   c->add_flag("--print-digests", cli.print_digests, "fresh-process mode: print each problem's digests as JSON")
@@ -91,7 +92,7 @@ int run_audit_command(AuditCli cli) {
     return 0;
   }
   if (cli.descriptors.empty()) {
-    if (!cli.bitwise.empty())
+    if (!cli.bitwise.empty() && !cli.no_bitwise)
       for (const Problem& p : select_bitwise(cli.bitwise, cli.selection.filters)) add(p);
     for (const Problem& p : select_corpus(cli.selection, problems.empty())) add(p);
   }

@@ -18,6 +18,7 @@ struct AuditCli {
   std::vector<std::string> descriptors;   // explicit problems instead of the corpora
   determinism::AuditOptions audit;
   bool no_noise = false;
+  bool no_bitwise = false;                // leave the bitwise corpus out
   std::string report = "kgate-audit.json";
   bool print_digests = false;             // fresh-process mode (internal)
 };

@@ -29,6 +29,7 @@
 #include "tools/gate.hpp"
 #include "tools/options.hpp"
 #include "tools/summary.hpp"
+#include "tools/isa_cmd.hpp"
 #include "tools/verify.hpp"
 #include "tools/version.hpp"
 
@@ -271,6 +272,10 @@ int main(int argc, char** argv) {
   bcli.torch_driver = std::string(KGATE_SOURCE_DIR) + "/tools/bench_torch.py";
   auto* bench = add_bench_command(app, bcli);
 
+  IsaCli icli;
+  icli.manifest = std::string(KGATE_BINARY_DIR) + "/kgate-isa-manifest.json";
+  auto* isa_cmd = add_isa_command(app, icli);
+
   try {
     if (argc > 1) check_subcommand(app, argv[1], "kgate");
     if (argc > 2 && (std::string(argv[1]) == "corpus" || std::string(argv[1]) == "bitwise"))
@@ -304,6 +309,7 @@ int main(int argc, char** argv) {
     if (*verify) return run_verify(vopt);
     if (*audit) return run_audit_command(acli);
     if (*bench) return run_bench_command(bcli);
+    if (*isa_cmd) return run_isa_command(icli);
   } catch (const InputError& e) {
     std::cerr << "kgate: error: " << e.what() << "\n";
     return exit_error;
