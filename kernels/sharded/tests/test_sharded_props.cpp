@@ -85,6 +85,7 @@ RC_GTEST_PROP(ShardedProps, ShardingMatchesTheWholeVolume, ()) {
       }
     } else {
       const LocalOp op = test::kernels_or_reference(comm, p, slabs, GnStats::per_shard);
+      RC_CLASSIFY(op.name == "kernels", "production kernels");
       const test::Verdict v = test::sharded_vs_whole(comm, p, slabs, fill, GnStats::per_shard, op);
       ok = v.ok;
       evidence = v.evidence;
