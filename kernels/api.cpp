@@ -52,6 +52,7 @@ std::vector<std::string> implemented_ops() {
 }
 
 std::string backend_name() { return rt::backend_name(rt::backend); }
+std::vector<std::pair<std::string, std::string>> backend_settings() { return rt::settings(); }
 
 Support is_supported(const Problem& p) {
   if (const auto* g = std::get_if<GroupNormProblem>(&p)) return groupnorm_supported(*g);

@@ -77,6 +77,10 @@ struct RunOptions {
 std::vector<std::string> implemented_ops();
 // The backend this library runs on ("host", "hip", "cuda").
 std::string backend_name();
+// The backend's settings a run uses, (name, value) (the host emulator's
+// configuration; none for a device backend). Throws std::exception for a bad
+// environment value.
+std::vector<std::pair<std::string, std::string>> backend_settings();
 
 Support is_supported(const Problem& p);
 // Requires is_supported(p).

@@ -221,22 +221,11 @@ double available_memory() {
 
 nlohmann::json backend_settings() {
   nlohmann::json j{{"backend", kernels::backend_name()}};
-  rt::host::Config c;
   try {
-    c = rt::host::config();
+    for (const auto& [k, v] : kernels::backend_settings()) j[kernels::backend_name()][k] = v;
   } catch (const std::exception& e) {
     throw InputError("environment", e.what());
   }
-  const char* order = c.order == rt::host::Order::in_order   ? "in_order"
-                      : c.order == rt::host::Order::reversed ? "reversed"
-                                                             : "shuffled";
-  j["host"] = {{"threads", c.threads},
-               {"order", order},
-               {"order_seed", c.seed},
-               {"wave_size", c.wave_size},
-               {"mfma_model", c.mfma == rt::MfmaModel::exact ? "exact" : "cdna3"},
-               {"lds_check", c.check_lds},
-               {"stack_bytes", c.stack_bytes}};
   return j;
 }
 

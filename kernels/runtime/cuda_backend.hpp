@@ -8,6 +8,9 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -22,6 +25,9 @@ namespace kgate::rt {
 inline constexpr Backend backend = Backend::cuda;
 inline constexpr bool has_mfma = false;
 inline constexpr int max_wave_size = 32;
+// The settings a run on this backend uses (name, value) for reports: a
+// device backend has none beyond the device itself.
+inline std::vector<std::pair<std::string, std::string>> settings() { return {}; }
 
 // ===========================================================================
 // 2. Kernels

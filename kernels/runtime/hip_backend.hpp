@@ -6,6 +6,9 @@
 #include <hip/hip_runtime.h>
 
 #include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -20,6 +23,9 @@ namespace kgate::rt {
 inline constexpr Backend backend = Backend::hip;
 inline constexpr bool has_mfma = true;
 inline constexpr int max_wave_size = 64;
+// The settings a run on this backend uses (name, value) for reports: a
+// device backend has none beyond the device itself.
+inline std::vector<std::pair<std::string, std::string>> settings() { return {}; }
 
 // ===========================================================================
 // 2. Kernels

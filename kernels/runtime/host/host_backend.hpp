@@ -154,6 +154,18 @@ void lds_note(const void* p, std::size_t bytes, bool write, const std::source_lo
 }  // namespace detail
 }  // namespace host
 
+// The settings a run on this backend uses, as (name, value) pairs for
+// reports: the emulator's configuration. Throws host::ConfigError for a bad
+// environment value.
+inline std::vector<std::pair<std::string, std::string>> settings() {
+  const host::Config c = host::config();
+  const char* order = c.order == host::Order::in_order ? "in_order" : c.order == host::Order::reversed ? "reversed" : "shuffled";
+  return {{"threads", std::to_string(c.threads)},     {"order", order},
+          {"order_seed", std::to_string(c.seed)},     {"target", target_name(c.target)},
+          {"wave_size", std::to_string(c.wave_size)}, {"mma_model", mfma_model_name(c.mfma)},
+          {"lds_check", c.check_lds ? "1" : "0"},     {"stack_bytes", std::to_string(c.stack_bytes)}};
+}
+
 // ===========================================================================
 // 3. Indices
 inline dim3 thread_idx() { return host::detail::current->tid; }
