@@ -71,4 +71,10 @@ std::map<Role, Tensor> run(const Problem& p, const Plan& pl, const std::map<Role
   return conv_run(std::get<ConvProblem>(p), pl, inputs, opt);
 }
 
+std::map<Role, const Tensor*> pointers(const std::map<Role, Tensor>& tensors) {
+  std::map<Role, const Tensor*> r;
+  for (const auto& [k, v] : tensors) r[k] = &v;
+  return r;
+}
+
 }  // namespace kgate::kernels

@@ -33,12 +33,6 @@ State worse(State a, State b) {
   return rank(b) > rank(a) ? b : a;
 }
 
-std::map<Role, const Tensor*> pointers(const std::map<Role, Tensor>& m) {
-  std::map<Role, const Tensor*> r;
-  for (const auto& [k, v] : m) r[k] = &v;
-  return r;
-}
-
 std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
                               const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got) {
   std::vector<RoleResult> out;
@@ -116,12 +110,12 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats) {
     fr.fill = f;
     try {
       const auto in = ref::make_inputs(p, f);
-      const auto got = kernels::run(p, plan, pointers(in));
+      const auto got = kernels::run(p, plan, kernels::pointers(in));
       fr.digest = digests_of(got);
       for (int k = 0; k < repeats; ++k) {
         kernels::RunOptions nan;
         nan.prefill_nan = true;  // what memory held must not matter either
-        const std::string again = digests_of(kernels::run(p, plan, pointers(in), nan));
+        const std::string again = digests_of(kernels::run(p, plan, kernels::pointers(in), nan));
         if (again != fr.digest) {
           fr.state = State::failed;
           fr.detail = "nondeterministic: rerun " + std::to_string(k + 1) + " gave " + again + "vs " + fr.digest;
