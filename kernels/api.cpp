@@ -83,4 +83,10 @@ std::vector<std::string> unreachable_branches(const std::string& op_dir) {
   return {};
 }
 
+std::map<Role, const Tensor*> pointers(const std::map<Role, Tensor>& tensors) {
+  std::map<Role, const Tensor*> r;
+  for (const auto& [k, v] : tensors) r[k] = &v;
+  return r;
+}
+
 }  // namespace kgate::kernels

@@ -90,6 +90,8 @@ Plan plan(const Problem& p);
 // runtime failure (the emulator's defect reports included).
 std::map<Role, Tensor> run(const Problem& p, const Plan& plan, const std::map<Role, const Tensor*>& inputs,
                            const RunOptions& opt = {});
+// The by-role pointer map run() takes, over a map of owned tensors.
+std::map<Role, const Tensor*> pointers(const std::map<Role, Tensor>& tensors);
 
 // A problem chosen by a plan's own rules so that one branch or boundary of
 // the kernel happens (a ragged last chunk, a column-pass count, a vector

@@ -10,44 +10,20 @@
 #include "kernels/api.hpp"
 #include "oracles/oracle.hpp"
 #include "property_tests/gen_problems.hpp"
+#include "property_tests/verdict.hpp"
 #include "reference/conv3d/ref.hpp"
 #include "tools/gate.hpp"
 
 namespace kgate {
 namespace {
 
-std::map<Role, const Tensor*> pointers(const std::map<Role, Tensor>& m) {
-  std::map<Role, const Tensor*> r;
-  for (const auto& [k, v] : m) r[k] = &v;
-  return r;
-}
-
-// A verdict the kernel deserves: passed, or "untrusted" only because the
-// reference itself is (nearly) all zeros (every term in padding, a lattice
-// fill that left an output without terms), where the comparison proves
-// nothing about any kernel. Every tier and the NaN/Inf check still passed.
-bool acceptable(const oracle::Report& r) {
-  return r.state == oracle::State::passed ||
-         (r.state == oracle::State::untrusted && r.trust.ref_zero_fraction > oracle::Options{}.max_ref_zero_fraction);
-}
-
 RC_GTEST_PROP(ConvProps, KernelPassesTheOracle, ()) {
   const ConvProblem p = *prop::gen_conv();
   const Fill f = *prop::gen_conv_fill(p);
-  const gate::Result r = gate::evaluate(Problem(p), {f}, 0);
-  std::string evidence = r.reason;
-  bool ok = r.state != oracle::State::unimplemented && r.state != oracle::State::skipped;
-  for (const auto& fr : r.fills) {
-    evidence += fr.detail;
-    ok = ok && fr.detail.empty();
-    for (const auto& rr : fr.roles) {
-      if (!rr.report.passed()) evidence += oracle::to_table(rr.report);
-      ok = ok && acceptable(rr.report);
-    }
-  }
+  const prop::Verdict v = prop::gate_verdict(Problem(p), f);
   RC_LOG() << "repro: kgate check '" << to_descriptor(p) << "' --fill " << fill_string(f) << " --seed " << f.seed
-           << "\n" << evidence;
-  RC_ASSERT(ok);
+           << "\n" << v.evidence;
+  RC_ASSERT(v.ok);
 }
 
 RC_GTEST_PROP(ConvProps, GeneratedProblemsAreValidAndSupported, ()) {
@@ -101,12 +77,12 @@ RC_GTEST_PROP(ConvProps, ShapeFormsAgreeOnTheInterior, ()) {
   RC_LOG() << "logical: " << to_descriptor(p) << " --fill signed --seed " << f.seed << "\n";
 
   const auto in = ref::make_inputs(Problem(p), f);
-  auto want_all = kernels::run(Problem(p), kernels::plan(Problem(p)), pointers(in));
+  auto want_all = kernels::run(Problem(p), kernels::plan(Problem(p)), kernels::pointers(in));
   const Tensor& want = want_all.at(Role::y);
   const Axis3 pad = p.pad_front;
   auto run_form = [&](const ConvProblem& q, const Tensor& x) {
     RC_LOG() << "form: " << to_descriptor(q) << "\n";
-    std::map<Role, const Tensor*> ptr = pointers(in);
+    std::map<Role, const Tensor*> ptr = kernels::pointers(in);
     ptr[Role::x] = &x;
     return std::move(kernels::run(Problem(q), kernels::plan(Problem(q)), ptr).at(Role::y));
   };

@@ -8,32 +8,19 @@
 #include "kernels/api.hpp"
 #include "oracles/oracle.hpp"
 #include "property_tests/gen_problems.hpp"
+#include "property_tests/verdict.hpp"
 #include "tools/gate.hpp"
 
 namespace kgate {
 namespace {
 
-// A verdict the kernel deserves (gate::verdict: "untrusted" only because the
-// reference is all zeros proves nothing and passes).
-bool acceptable(const oracle::Report& r) { return gate::verdict(r) == oracle::State::passed; }
-
 RC_GTEST_PROP(GroupNormProps, KernelPassesTheOracle, ()) {
   const GroupNormProblem p = *prop::gen_groupnorm();
   const Fill f = *prop::gen_groupnorm_fill();
-  const gate::Result r = gate::evaluate(Problem(p), {f}, 0);
-  std::string evidence;
-  bool ok = r.state != oracle::State::unimplemented && r.state != oracle::State::skipped;
-  for (const auto& fr : r.fills) {
-    evidence += fr.detail;
-    ok = ok && fr.state == oracle::State::passed;
-    for (const auto& rr : fr.roles) {
-      if (!rr.report.passed()) evidence += oracle::to_table(rr.report);
-      ok = ok && acceptable(rr.report);
-    }
-  }
+  const prop::Verdict v = prop::gate_verdict(Problem(p), f);
   RC_LOG() << "repro: kgate check '" << to_descriptor(p) << "' --fill " << fill_string(f) << " --seed " << f.seed
-           << "\n" << evidence;
-  RC_ASSERT(ok);
+           << "\n" << v.evidence;
+  RC_ASSERT(v.ok);
 }
 
 // The generators only produce valid, supported problems (a property that a

@@ -48,12 +48,6 @@ State worse(State a, State b) {
   return rank(b) > rank(a) ? b : a;
 }
 
-std::map<Role, const Tensor*> pointers(const std::map<Role, Tensor>& m) {
-  std::map<Role, const Tensor*> r;
-  for (const auto& [k, v] : m) r[k] = &v;
-  return r;
-}
-
 std::string digests_of(const std::map<Role, Tensor>& m) {
   std::string s;
   for (const auto& [r, t] : m) s += std::string(name(r)) + "=" + digest(t) + " ";
@@ -152,13 +146,13 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
       enter("inputs");
       const auto in = ref::make_inputs(p, f);
       enter("kernel");
-      const auto got = kernels::run(p, plan, pointers(in));
+      const auto got = kernels::run(p, plan, kernels::pointers(in));
       fr.digest = digests_of(got);
       if (repeats > 0) enter("rerun");
       for (int k = 0; k < repeats; ++k) {
         kernels::RunOptions nan;
         nan.prefill_nan = true;  // what memory held must not matter either
-        const std::string again = digests_of(kernels::run(p, plan, pointers(in), nan));
+        const std::string again = digests_of(kernels::run(p, plan, kernels::pointers(in), nan));
         if (again != fr.digest) {
           fr.state = State::failed;
           fr.detail = "nondeterministic: rerun " + std::to_string(k + 1) + " gave " + again + "vs " + fr.digest;

@@ -74,9 +74,12 @@ inline constexpr int kTM = 4;        // register tile rows (M) per work-item
 inline constexpr int kTN = 4;        // register tile columns (N) per work-item
 
 // The geometry of reference/conv3d/conv_geometry.hpp as plain device data.
+// Extents and channel counts are at most 2^24 (ConvProblem::validate), so
+// they are 32-bit (half the scalar registers of a uniform 64-bit copy);
+// every offset and product of them is formed in 64 bits.
 struct Geom {
-  std::int64_t n, groups, cs, cl, csg, clg;
-  std::int64_t S[3], L[3], K[3], stride[3], pad[3], dil[3];
+  std::int32_t n, groups, cs, cl, csg, clg;
+  std::int32_t S[3], L[3], K[3], stride[3], pad[3], dil[3];
   std::int64_t s_pos, l_pos, taps;
 };
 
@@ -111,6 +114,21 @@ struct TreeArgs {
 };
 
 KGATE_HD constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// One K step of a portable register tile: acc[u][v] += x_u * b[v], x_u the
+// channel-q element of row u's source (rows without a source at this tap,
+// ap[u] null, take no term).
+template <class Tin>
+KGATE_DEVICE void tile_step(float (&acc)[kTM][kTN], const Tin* const (&ap)[kTM], std::int64_t q,
+                            const float (&b)[kTN]) {
+KGATE_UNROLL
+  for (int u = 0; u < kTM; ++u) {
+    if (!ap[u]) continue;
+    const float x = to_f32(ap[u][q]);
+KGATE_UNROLL
+    for (int v = 0; v < kTN; ++v) acc[u][v] = acc[u][v] + x * b[v];
+  }
+}
 
 // ---------------------------------------------------------------------------
 // contract: out on the small side.
@@ -166,13 +184,7 @@ KGATE_UNROLL
           float b[kTN];
 KGATE_UNROLL
           for (int v = 0; v < kTN; ++v) b[v] = to_f32(wrow[v][woff + q]);
-KGATE_UNROLL
-          for (int u = 0; u < kTM; ++u) {
-            if (!ap[u]) continue;
-            const float x = to_f32(ap[u][q]);
-KGATE_UNROLL
-            for (int v = 0; v < kTN; ++v) acc[u][v] = acc[u][v] + x * b[v];
-          }
+          tile_step<Tin>(acc, ap, q, b);
         }
       }
   Tout* O = static_cast<Tout*>(a.out);
@@ -353,13 +365,7 @@ KGATE_UNROLL
           float b[kTN];
 KGATE_UNROLL
           for (int v = 0; v < kTN; ++v) b[v] = to_f32(wq[cc[v] - grp * g.clg]);
-KGATE_UNROLL
-          for (int u = 0; u < kTM; ++u) {
-            if (!ap[u]) continue;
-            const float x = to_f32(ap[u][q]);
-KGATE_UNROLL
-            for (int v = 0; v < kTN; ++v) acc[u][v] = acc[u][v] + x * b[v];
-          }
+          tile_step<Tin>(acc, ap, q, b);
         }
       }
     }
@@ -416,7 +422,7 @@ KGATE_UNROLL
   float acc[kTM][kTN] = {};
   // (bn, i0, i1, i2) of row r_begin, then advanced row by row.
   std::int64_t r = r_begin;
-  std::int64_t i2 = r % g.S[2], i1 = (r / g.S[2]) % g.S[1], i0 = (r / (g.S[2] * g.S[1])) % g.S[0];
+  std::int64_t i2 = r % g.S[2], i1 = (r / g.S[2]) % g.S[1], i0 = (r / (std::int64_t{g.S[2]} * g.S[1])) % g.S[0];
   std::int64_t bn = r / g.s_pos;
   for (; r < r_end; ++r) {
     const std::int64_t j0 = i0 * g.stride[0] + d0, j1 = i1 * g.stride[1] + d1, j2 = i2 * g.stride[2] + d2;

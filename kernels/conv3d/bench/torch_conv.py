@@ -7,15 +7,17 @@ on; once with the default algorithms and once with
 torch.use_deterministic_algorithms(True). Forward is F.conv3d /
 F.conv_transpose3d; backward-data and backward-weight are
 aten.convolution_backward with only dx, or only dw (and db), requested, so
-each direction is timed alone. kgate arm: `gn_bench_cuda --iters N DESCRIPTOR
-...` (the production plan's launch sequence, kernels only).
+each direction is timed alone. kgate arm: the output of `gn_bench_cuda --iters
+N DESCRIPTOR ...` (the production plan's launch sequence, kernels only), run
+by this script (--kgate-bench) or read from a file (--kgate-output).
 
 Prints a table (ms, TFLOP/s, kgate/cuDNN ratio) and the step-weighted totals
 (sum of calls-per-step x time) per operator and over the three conv3d
 directions. Usage:
 
     python3 torch_conv.py --corpus corpus/shapes.json --config A \
-        --kgate-bench build/kernels/groupnorm/gn_bench_cuda [--iters 20] [--json out.json]
+        (--kgate-bench build/kernels/groupnorm/gn_bench_cuda | --kgate-output FILE)
+        [--iters 20] [--json out.json]
 """
 import argparse
 import json
@@ -82,12 +84,9 @@ def torch_case(q, iters):
                                                        g, mask)
 
 
-def kgate_times(bench, descriptors, iters):
-    out = subprocess.run([bench, "--iters", str(iters), *descriptors], capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.stderr.write(out.stderr)
+def kgate_times(text):
     times, cur = {}, None
-    for line in out.stdout.splitlines():
+    for line in text.splitlines():
         if not line.startswith(" ") and line != "" and not line.startswith("backend"):
             cur = line.strip()
         m = re.match(r"\s+time ([0-9.eE+-]+) ms", line)
@@ -101,6 +100,7 @@ def main():
     ap.add_argument("--corpus", default="corpus/shapes.json")
     ap.add_argument("--config", default="A")
     ap.add_argument("--kgate-bench", default="")
+    ap.add_argument("--kgate-output", default="")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--json", default="")
     a = ap.parse_args()
@@ -113,14 +113,27 @@ def main():
         torch.backends.cudnn.deterministic = mode == "det"
         for p in probs:
             fn = torch_case(p["problem"], a.iters)
-            ms = time_ms(fn, a.iters) if fn else float("nan")
+            try:
+                ms = time_ms(fn, a.iters) if fn else float("nan")
+            except RuntimeError as e:  # e.g. no deterministic algorithm
+                print(f"{mode} {p['descriptor']}: {e}", file=sys.stderr)
+                ms = float("nan")
+            print(f"{mode} {p['descriptor']} {ms:.4f} ms", file=sys.stderr, flush=True)
             if mode == "bench":
                 rows.append({"descriptor": p["descriptor"], "op": p["op"], "calls": p["calls_per_step"],
                              "flops": flops(p["problem"]), "torch_ms": ms})
             else:
                 next(r for r in rows if r["descriptor"] == p["descriptor"])["torch_det_ms"] = ms
     torch.use_deterministic_algorithms(False)
-    kg = kgate_times(a.kgate_bench, [r["descriptor"] for r in rows], a.iters) if a.kgate_bench else {}
+    text = ""
+    if a.kgate_output:
+        text = open(a.kgate_output).read()
+    elif a.kgate_bench:
+        run = subprocess.run([a.kgate_bench, "--iters", str(a.iters), *[r["descriptor"] for r in rows]],
+                             capture_output=True, text=True)
+        sys.stderr.write(run.stderr)
+        text = run.stdout
+    kg = kgate_times(text)
     for r in rows:
         r["kgate_ms"] = kg.get(r["descriptor"], float("nan"))
     print(f"{'problem':<78} {'calls':>5} {'cuDNN ms':>9} {'TF/s':>6} {'det ms':>9} {'kgate ms':>9} {'TF/s':>6} "

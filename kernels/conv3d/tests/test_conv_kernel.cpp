@@ -6,18 +6,13 @@
 #include <gtest/gtest.h>
 
 #include "kernels/api.hpp"
+#include "kernels/runtime/runtime.hpp"
 #include "oracles/oracle.hpp"
 #include "reference/conv3d/ref.hpp"
 #include "reference/descriptor.hpp"
 
 namespace kgate {
 namespace {
-
-std::map<Role, const Tensor*> pointers(const std::map<Role, Tensor>& m) {
-  std::map<Role, const Tensor*> r;
-  for (const auto& [k, v] : m) r[k] = &v;
-  return r;
-}
 
 ConvProblem conv(const char* d) { return std::get<ConvProblem>(parse_descriptor(d)); }
 
@@ -84,7 +79,7 @@ TEST(ConvKernel, RefusesAForeignPlan) {
   const Problem p = parse_descriptor("conv3d.fwd bf16 n1 c4 k4 d4 kd3 p1");
   const Problem q = parse_descriptor("conv3d.fwd bf16 n1 c4 k8 d4 kd3 p1");
   const auto in = ref::make_inputs(p, parse_fill("signed", 1));
-  EXPECT_THROW(kernels::run(p, kernels::plan(q), pointers(in)), std::invalid_argument);
+  EXPECT_THROW(kernels::run(p, kernels::plan(q), kernels::pointers(in)), std::invalid_argument);
 }
 
 // The gate's check of a kernel output can fail: one element changed
@@ -95,7 +90,7 @@ TEST(ConvKernel, OracleCatchesAPlantedDefect) {
   const Fill f = lattice_fill(p, 3);
   const auto in = ref::make_inputs(p, f);
   const kernels::Plan plan = kernels::plan(p);
-  auto got = kernels::run(p, plan, pointers(in));
+  auto got = kernels::run(p, plan, kernels::pointers(in));
   const ref::Inputs rin = ref::refs(in);
   const auto want = ref::run_reference(p, rin, ref::Impl::fast);
   const auto abs = ref::abs_companion(p, rin);
@@ -106,6 +101,39 @@ TEST(ConvKernel, OracleCatchesAPlantedDefect) {
   Tensor& dx = got.at(Role::dx);
   dx.set(dx.numel() / 2, 2.0 * dx.get(dx.numel() / 2) + 1.0);
   EXPECT_EQ(judge(dx).state, oracle::State::failed);
+}
+
+// The matrix-core forward on each emulated target's numerics (gfx942 cdna3,
+// sm_90 round-toward-zero): the plan declares the target's model, tier 3 is
+// off for both (their errors are biased), a correct kernel passes tier 2 on
+// random data, and one element moved by twice its tier-2 bound fails.
+TEST(ConvKernel, MatrixCoreModelsPassAndAPlantedDefectFails) {
+  for (const rt::Target target : {rt::Target::gfx942, rt::Target::sm90}) {
+    rt::host::ScopedConfig cfg(rt::host::config_for(target, rt::host::config()));
+    const Problem p = parse_descriptor("conv3d.fwd bf16:fp32 n1 c64 k32 d6 kd3 p1");
+    const auto& cp = std::get<ConvProblem>(p);
+    const kernels::Plan plan = kernels::plan(p);
+    ASSERT_EQ(plan.steps.at(0).kernel, "conv_contract_mma");
+    const ReductionPlan red = plan.reduction.at("y");
+    EXPECT_EQ(red.model, target == rt::Target::sm90 ? AccumModel::mma_sm90 : AccumModel::mfma_cdna3);
+    const Fill f = parse_fill("positive", 11);  // same-sign terms: the one-sided error adds up
+    const auto in = ref::make_inputs(p, f);
+    auto got = kernels::run(p, plan, kernels::pointers(in));
+    const ref::Inputs rin = ref::refs(in);
+    const auto want = ref::run_reference(p, rin, ref::Impl::fast);
+    const auto abs = ref::abs_companion(p, rin);
+    auto judge = [&](const Tensor& t) {
+      return oracle::compare_conv(cp, Role::y, want.at(Role::y), abs.at(Role::y), t, red, f);
+    };
+    const oracle::Report ok = judge(got.at(Role::y));
+    EXPECT_EQ(ok.state, oracle::State::passed) << oracle::to_table(ok);
+    EXPECT_EQ(ok.tier3.state, oracle::State::not_applicable);
+    ASSERT_FALSE(ok.tier2.worst.empty());
+    const oracle::WorstElement& w = ok.tier2.worst.front();
+    Tensor& y = got.at(Role::y);
+    y.set(w.index, w.reference + 2.0 * w.bound);
+    EXPECT_EQ(judge(y).state, oracle::State::failed) << rt::target_name(target);
+  }
 }
 
 }  // namespace
