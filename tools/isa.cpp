@@ -167,6 +167,10 @@ void scan_ptx(const std::string& ptx, std::vector<KernelReport>& ks) {
   }
 }
 
+bool is_fatal(const Finding& f, const std::string& target) {
+  return target != "cuda" || (f.check != "scratch" && f.check != "spills");
+}
+
 bool is_production_source(const std::string& path) {
   return path.find("/kernels/runtime/") == std::string::npos && path.find("/kernels/conformance/") == std::string::npos;
 }
