@@ -178,14 +178,18 @@ std::map<std::string, std::string> digests_once(const Problem& p, std::uint64_t 
   return run_once(p, in, kernels::plan(p), {});
 }
 
-AuditResult run_audit(const std::vector<Problem>& problems, const AuditOptions& opt) {
+AuditResult run_audit(const std::vector<Problem>& problems, const AuditOptions& opt,
+                      const std::function<void(const ProblemAudit&)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   AuditResult r;
   r.backend = kernels::backend_name();
   r.options = opt;
   std::unique_ptr<Noise> noise;
   if (opt.noise) noise = std::make_unique<Noise>();
-  for (const Problem& p : problems) r.problems.push_back(audit_problem(p, opt, noise.get()));
+  for (const Problem& p : problems) {
+    r.problems.push_back(audit_problem(p, opt, noise.get()));
+    if (progress) progress(r.problems.back());
+  }
   if (opt.plant_nondeterministic) r.problems.push_back(audit_planted(opt));
 
   // Fresh processes: each computes every audited problem's first run.

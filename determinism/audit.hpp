@@ -85,7 +85,10 @@ std::vector<std::string> plan_findings(const Problem& p, const Planner& planner 
 // One run of the kernel on p: role -> digest.
 std::map<std::string, std::string> digests_once(const Problem& p, std::uint64_t seed);
 
-AuditResult run_audit(const std::vector<Problem>& problems, const AuditOptions& opt);
+// `progress` (when set) sees each problem's in-process verdict as it is
+// reached (before the fresh processes).
+AuditResult run_audit(const std::vector<Problem>& problems, const AuditOptions& opt,
+                      const std::function<void(const ProblemAudit&)>& progress = nullptr);
 
 // The summary table (per operator-direction) and the control's line.
 std::string summary(const AuditResult& r);

@@ -78,11 +78,19 @@ KGATE_KERNEL_BOUNDS(audit_control, kControlThreads, const float* x, float* out, 
 
 }  // namespace
 
+namespace {
+#if !defined(__CUDACC__) && !defined(__HIP__)
+std::vector<std::string> names(const std::vector<HostEnv>& envs) {
+  std::vector<std::string> n;
+  for (const auto& e : envs) n.push_back(e.name);
+  return n;
+}
+#endif
+}  // namespace
+
 std::vector<std::string> run_environments() {
 #if !defined(__CUDACC__) && !defined(__HIP__)
-  std::vector<std::string> n;
-  for (const auto& e : host_run_envs()) n.push_back(e.name);
-  return n;
+  return names(host_run_envs());
 #else
   return {"device"};
 #endif
@@ -90,9 +98,7 @@ std::vector<std::string> run_environments() {
 
 std::vector<std::string> plan_environments() {
 #if !defined(__CUDACC__) && !defined(__HIP__)
-  std::vector<std::string> n;
-  for (const auto& e : host_plan_envs()) n.push_back(e.name);
-  return n;
+  return names(host_plan_envs());
 #else
   return {"device"};
 #endif

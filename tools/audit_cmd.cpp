@@ -104,7 +104,13 @@ int run_audit_command(AuditCli cli) {
             << (cli.audit.noise ? determinism::Noise::description() : "off") << "\n";
   determinism::AuditResult r;
   try {
-    r = determinism::run_audit(problems, cli.audit);
+    std::size_t done = 0;
+    r = determinism::run_audit(problems, cli.audit, [&](const determinism::ProblemAudit& a) {
+      ++done;
+      if (a.verdict == "unimplemented") return;
+      std::cout << "[" << done << "/" << problems.size() << "] " << std::left << std::setw(17) << a.verdict
+                << std::right << " " << a.descriptor << " (" << a.runs << " runs)" << std::endl;
+    });
   } catch (const InputError&) {
     throw;
   } catch (const std::exception& e) {

@@ -401,6 +401,12 @@ int run_bench_command(const BenchCli& cli) {
         ar.has_ratio = true;
       }
     }
+    for (const auto& a : pr.arms)  // progress, so that a run cut short still says something
+      std::cout << "  " << pr.descriptor << " | " << a.arm << " | "
+                << (a.skipped.empty() ? fmt(a.time.center) + " ms [" + fmt(a.time.lo) + ", " + fmt(a.time.hi) + "]" +
+                                            (a.has_ratio ? " ratio " + fmt(a.ratio.center, 3) : "")
+                                      : "not timed: " + a.skipped)
+                << " | " << pr.stop << std::endl;
     results.push_back(pr);
   }
 
@@ -408,7 +414,7 @@ int run_bench_command(const BenchCli& cli) {
   std::cout << "\n"
             << std::left << std::setw(46) << "problem" << std::setw(10) << "arm" << std::right << std::setw(11)
             << "time ms" << std::setw(24) << "95% interval" << std::setw(9) << "TFLOP/s" << std::setw(9) << "GB/s"
-            << std::setw(7) << "%roof" << std::setw(28) << "ratio to first [95%]" << std::setw(7) << "n"
+            << std::setw(7) << "%roof" << std::setw(30) << "ratio to first [95%]" << std::setw(7) << "n"
             << "  stop\n";
   for (const auto& pr : results) {
     for (const auto& a : pr.arms) {
@@ -420,7 +426,7 @@ int run_bench_command(const BenchCli& cli) {
       const double ms = a.time.center;
       std::cout << std::setw(11) << fmt(ms) << std::setw(24) << ("[" + fmt(a.time.lo) + ", " + fmt(a.time.hi) + "]")
                 << std::setw(9) << fmt(pr.flops / (ms * 1e9), 3) << std::setw(9) << fmt(pr.bytes / (ms * 1e6), 1)
-                << std::setw(7) << fmt(100 * pr.roof_ms / ms, 1) << std::setw(28)
+                << std::setw(7) << fmt(100 * pr.roof_ms / ms, 1) << std::setw(30)
                 << (a.has_ratio ? fmt(a.ratio.center, 3) + " [" + fmt(a.ratio.lo, 3) + ", " + fmt(a.ratio.hi, 3) + "]"
                                 : std::string("-"))
                 << std::setw(7) << a.samples.size() << "  " << pr.stop << "\n";

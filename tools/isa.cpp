@@ -26,13 +26,26 @@ KernelReport* find(std::vector<KernelReport>& ks, const std::string& name) {
   return nullptr;
 }
 
-}  // namespace
+std::string demangled(const std::string& mangled);
 
-std::string demangle(const std::string& mangled) {
+// The report of kernel `name`, added when it is new.
+KernelReport* find_or_add(std::vector<KernelReport>& ks, const std::string& name) {
+  if (KernelReport* k = find(ks, name)) return k;
+  ks.push_back({});
+  ks.back().kernel = name;
+  ks.back().pretty = demangled(name);
+  return &ks.back();
+}
+
+std::string demangled(const std::string& mangled) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> p(abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status), std::free);
   return status == 0 && p ? std::string(p.get()) : mangled;
 }
+
+}  // namespace
+
+std::string demangle(const std::string& mangled) { return demangled(mangled); }
 
 std::vector<KernelReport> parse_gfx942_remarks(const std::string& remarks) {
   static const std::regex fn(R"(remark: Function Name: (\S+) \[)");
@@ -42,12 +55,7 @@ std::vector<KernelReport> parse_gfx942_remarks(const std::string& remarks) {
   for (const auto& l : lines(remarks)) {
     std::smatch m;
     if (std::regex_search(l, m, fn)) {
-      if (!find(ks, m[1])) {
-        ks.push_back({});
-        ks.back().kernel = m[1];
-        ks.back().pretty = demangle(m[1]);
-      }
-      cur = find(ks, m[1]);
+      cur = find_or_add(ks, m[1]);
     } else if (cur && std::regex_search(l, m, kv)) {
       const std::string key = m[1], v = m[2];
       const auto num = [&] { return std::strtol(v.c_str(), nullptr, 10); };
@@ -109,17 +117,12 @@ std::vector<KernelReport> parse_ptxas(const std::string& ptxas) {
   KernelReport* cur = nullptr;
   for (const auto& l : lines(ptxas)) {
     std::smatch m;
-    if (std::regex_search(l, m, entry) || std::regex_search(l, m, props)) {
-      if (!find(ks, m[1])) {
-        if (!std::regex_search(l, entry)) {
-          cur = nullptr;  // properties of a non-entry function
-          continue;
-        }
-        ks.push_back({});
-        ks.back().kernel = m[1];
-        ks.back().pretty = demangle(m[1]);
-      }
-      cur = find(ks, m[1]);
+    if (std::regex_search(l, m, entry)) {
+      cur = find_or_add(ks, m[1]);
+      continue;
+    }
+    if (std::regex_search(l, m, props)) {
+      cur = find(ks, m[1]);  // nullptr: properties of a non-entry function
       continue;
     }
     if (!cur) continue;
@@ -148,13 +151,7 @@ void scan_ptx(const std::string& ptx, std::vector<KernelReport>& ks) {
   for (const auto& l : lines(ptx)) {
     std::smatch m;
     if (std::regex_search(l, m, entry)) {
-      cur = find(ks, m[1]);
-      if (!cur) {
-        ks.push_back({});
-        ks.back().kernel = m[1];
-        ks.back().pretty = demangle(m[1]);
-        cur = &ks.back();
-      }
+      cur = find_or_add(ks, m[1]);
       continue;
     }
     if (std::regex_search(l, func)) {
@@ -168,6 +165,10 @@ void scan_ptx(const std::string& ptx, std::vector<KernelReport>& ks) {
       cur->matrix_ops.insert(instr.substr(0, instr.find_first_of(" \t")));
     if (is_ptx_float_atomic(instr)) cur->float_atomics.push_back(instr);
   }
+}
+
+bool is_fatal(const Finding& f, const std::string& target) {
+  return target != "cuda" || (f.check != "scratch" && f.check != "spills");
 }
 
 bool is_production_source(const std::string& path) {

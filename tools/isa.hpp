@@ -55,6 +55,12 @@ bool is_ptx_float_atomic(const std::string& instruction);
 // exercise atomic_add_unordered, which exists for the negative controls).
 std::vector<Finding> check(const std::vector<KernelReport>& kernels, bool production = true);
 
+// Whether a finding fails the audit on `target`. Every finding does on
+// gfx942 (the production target); on cuda, scratch (stack frame) and spills
+// are reported but do not fail: ptxas spills a few registers in rarely used
+// instantiations, and the MI300A's resource gate is gfx942's.
+bool is_fatal(const Finding& f, const std::string& target);
+
 // Whether a kernel source is production code: anything but the runtime's
 // own test kernels (kernels/runtime/, kernels/conformance/).
 bool is_production_source(const std::string& path);

@@ -175,8 +175,12 @@ int run_isa_command(const IsaCli& cli) {
       for (const auto& miss : o.missing) o.findings.push_back({o.name, "expected-instruction", miss});
       std::cout << isa::table(t + " resources for " + o.name + " (" + o.source + "):", o.kernels);
       if (!o.error.empty()) std::cout << "  ERROR: " << o.error << "\n";
-      for (const auto& f : o.findings) std::cout << "  FAIL " << f.check << ": " << f.message << "\n";
-      failures += !o.error.empty() + static_cast<int>(o.findings.size());
+      for (const auto& f : o.findings) {
+        const bool fatal = isa::is_fatal(f, t);
+        std::cout << (fatal ? "  FAIL " : "  WARN ") << f.check << ": " << f.message << "\n";
+        failures += fatal;
+      }
+      failures += !o.error.empty();
       outcomes.push_back(std::move(o));
     }
   std::cout << "\n" << (failures ? "FAILED" : "OK") << ": " << outcomes.size() << " source(s) x target(s), "
@@ -187,7 +191,9 @@ int run_isa_command(const IsaCli& cli) {
       nlohmann::json js{{"target", o.target}, {"name", o.name}, {"source", o.source}, {"error", o.error},
                         {"kernels", nlohmann::json::array()}, {"findings", nlohmann::json::array()}};
       for (const auto& k : o.kernels) js["kernels"].push_back(isa::to_json(k));
-      for (const auto& f : o.findings) js["findings"].push_back({{"kernel", f.kernel}, {"check", f.check}, {"message", f.message}});
+      for (const auto& f : o.findings)
+        js["findings"].push_back({{"kernel", f.kernel}, {"check", f.check}, {"message", f.message},
+                                  {"fatal", isa::is_fatal(f, o.target)}});
       j["sources"].push_back(js);
     }
     write_file_atomic(cli.json, j.dump(1) + "\n");

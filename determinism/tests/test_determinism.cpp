@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "determinism/audit_env.hpp"
 #include "determinism/run_digest.hpp"
 #include "kernels/conv3d/conv3d.hpp"
 #include "kernels/conv3d/conv_kernels.hpp"
@@ -112,47 +113,19 @@ TEST(Determinism, FreshProcessesAgree) {
   EXPECT_EQ(a, b);
 }
 
-// Negative control: partial sums added with a float atomic in workgroup
-// order. In fp32 a different order changes the result by more than an ulp on
-// these inputs, so reordering the workgroups must change the digest.
-KGATE_KERNEL(atomic_sum, const float* x, float* out, int per_group) {
-  KGATE_LDS(part, float, 64);
-  const int t = static_cast<int>(rt::thread_idx().x);
-  float s = 0.0f;
-  for (int i = t; i < per_group; i += 64) s += x[rt::block_idx().x * per_group + i];
-  part[t] = s;
-  rt::barrier();
-  if (t == 0) {
-    float total = 0.0f;
-    for (int i = 0; i < 64; ++i) total += part[i];
-    rt::atomic_add_unordered(out, total);
-  }
-}
-
+// Negative control (the audit's, determinism/audit_env.hpp): partial sums
+// added with a float atomic in workgroup order. In fp32 a different order
+// changes the result by more than an ulp on its inputs, so reordering the
+// workgroups must change the output; without the atomic it must not.
 TEST(Determinism, FloatAtomicNegativeControlIsCaught) {
-  const int groups = 64, per = 256;
-  std::vector<float> x(groups * per);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000003) * 1e-3f * ((i % 3) ? 1.0f : -1.0f) * (i % 7 == 0 ? 1e4f : 1.0f);
-  auto run = [&](host::Order order, std::uint64_t seed) {
-    host::Config c = host::config();
-    c.threads = 1;
-    c.order = order;
-    c.seed = seed;
-    host::ScopedConfig s(c);
-    rt::DeviceBuffer<float> dx(x.size()), dout(1);
-    dx.upload(x);
-    dout.upload({0.0f});
-    rt::LaunchConfig cfg;
-    cfg.grid = rt::dim3(groups);
-    cfg.block = rt::dim3(64);
-    KGATE_LAUNCH(atomic_sum, cfg, dx.data(), dout.data(), per);
-    return dout.download()[0];
-  };
-  const float in_order = run(host::Order::in_order, 0);
+  // Run environments 0, 2, 4: one thread, in order / reversed / shuffled.
+  const auto in_order = control_run(0, 0, false);
   int differing = 0;
-  for (std::uint64_t seed = 1; seed <= 8; ++seed) differing += run(host::Order::shuffled, seed) != in_order;
-  differing += run(host::Order::reversed, 0) != in_order;
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) differing += control_run(4, seed, false) != in_order;
+  differing += control_run(2, 0, false) != in_order;
   EXPECT_GT(differing, 0) << "the emulator's workgroup orders did not expose a float-atomic reduction";
+  const auto plain = control_run(0, 0, true);
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) EXPECT_EQ(control_run(4, seed, true), plain);
 }
 
 // The split count of backward-weight is a function of the problem alone: the

@@ -22,7 +22,7 @@
 // the second time in reverse chunk order with read-once hints so that the
 // chunks the statistics read last are still cached. Reading x once instead
 // saves only the part of x a GPU can hold on chip between the passes (a grid
-// barrier apart); gn_bench --copy and bench/single_read_skeleton.cu measure
+// barrier apart); `kgate bench --ceilings` and bench/single_read_skeleton.cu measure
 // how little that buys.
 #pragma once
 
@@ -366,7 +366,7 @@ inline constexpr int kApplyBatch = sizeof(Tout) == 2 && !std::is_same_v<Tout, kg
 // Channels per access in the apply pass: at most 16 bytes of output, so that
 // each store instruction of a wave writes one contiguous span (with 32 bytes
 // per work-item, each instruction writes every other 16 bytes, which streams
-// markedly slower on an H200: gn_bench --copy measures the contiguous form).
+// markedly slower on an H200: `kgate bench --ceilings` measures the contiguous form).
 // Divides V, so a column lies in one group.
 template <class Tout, int V>
 inline constexpr int kApplyV = V * static_cast<int>(sizeof(Tout)) > 16 ? 16 / static_cast<int>(sizeof(Tout)) : V;

@@ -93,6 +93,9 @@ TEST(Isa, CudaPtxasAndPtx) {
   EXPECT_TRUE(has(f, "scratch"));
   EXPECT_TRUE(has(f, "spills"));
   EXPECT_TRUE(has(f, "lds"));
+  // On cuda, scratch and spills are reported, not fatal; the rest are.
+  for (const auto& x : f) EXPECT_EQ(is_fatal(x, "cuda"), x.check != "scratch" && x.check != "spills") << x.check;
+  for (const auto& x : f) EXPECT_TRUE(is_fatal(x, "gfx942")) << x.check;
   for (const char* i : {"atom.global.add.f32 %f1, [%rd1], %f2;", "red.global.add.noftz.bf16x2 [%rd1], %r1;",
                         "atom.shared.add.f64 %fd1, [%r1], %fd2;", "@%p1 red.global.add.f32 [%rd2], %f3;",
                         "atom.add.noftz.f16 %h1, [%rd1], %h2;"})
