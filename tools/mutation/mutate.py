@@ -140,6 +140,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=900, help="seconds per gate stage")
     ap.add_argument("--min-score", type=float, default=1.0, help="exit 1 below this score")
     ap.add_argument("--list", action="store_true", help="print the sampled mutants and stop")
+    ap.add_argument("--mutant", action="append", default=[], metavar="FILE:LINE:OLD=>NEW",
+                    help="run this planted mutant (first OLD on LINE replaced) instead of sampling; repeatable")
     args = ap.parse_args()
     if args.count < 1:
         print("mutate: error: --count: must be >= 1", file=sys.stderr)
@@ -156,6 +158,19 @@ def main():
             return 2
         originals[f] = open(p).read()
 
+    planted = []
+    for spec in args.mutant:
+        try:
+            f, line, rest = spec.split(":", 2)
+            old, new = rest.split("=>", 1)
+            i = int(line) - 1
+            col = originals[f].split("\n")[i].index(old)
+        except (ValueError, KeyError, IndexError):
+            print(f"mutate: error: --mutant: '{spec}' is not FILE:LINE:OLD=>NEW with OLD on LINE of a --files file",
+                  file=sys.stderr)
+            return 2
+        planted.append((f, i, col, old, new, "planted"))
+
     # Stratified sample: the same share of each operator, a fixed seed.
     rng = random.Random(args.seed)
     pool = {op: [] for op in args.operators}
@@ -170,8 +185,10 @@ def main():
         for op in args.operators:
             if pool[op] and len(sample) < args.count:
                 sample.append(pool[op].pop())
-    print(f"mutate: {sum(len(v) for v in pool.values()) + len(sample)} candidate mutants, {len(sample)} sampled "
-          f"(seed {args.seed})", flush=True)
+    if planted:
+        sample = planted
+    print(f"mutate: {sum(len(v) for v in pool.values()) + len(sample)} candidate mutants, {len(sample)} "
+          f"{'planted' if planted else 'sampled'} (seed {args.seed})", flush=True)
     if args.list:
         for k, c in enumerate(sample):
             line = originals[c[0]].split("\n")[c[1]]
