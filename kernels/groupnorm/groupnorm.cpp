@@ -16,7 +16,7 @@ namespace kgate::kernels {
 namespace {
 
 int vector_width(std::int64_t cg) {
-  for (int v : {8, 4, 2, 1})
+  for (int v : {8, 4, 2})
     if (cg % v == 0) return v;
   return 1;
 }

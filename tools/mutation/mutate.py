@@ -5,9 +5,10 @@ Copies the source tree to WORK/src, configures WORK/build once (ccache when
 found), then for each sampled mutant: applies one source mutation, rebuilds
 kgate and the property tests incrementally, and runs the default gate in
 stages that stop at the first failure (a killed mutant):
-  1. kgate verify --config plan   (the kernels' boundary problems)
+  1. kgate verify --config plan --repeats 0   (the kernels' boundary problems)
   2. the GroupNorm property tests at their CI size (RC_PARAMS max_success=500)
   3. kgate verify                 (the whole default gate, bitwise corpus included)
+Each stage stops at its first failure line.
 A mutant that does not compile is stillborn and not counted. A stage that
 runs past --timeout seconds kills the mutant (a hang is caught by CI's
 timeout). Prints each verdict as it goes, then the score
@@ -104,14 +105,28 @@ def apply(text, cand):
     return "\n".join(lines)
 
 
+# A line of kgate verify or GoogleTest that already decides the stage: stop there.
+FIRST_FAILURE = re.compile(r"^\[\d+/\d+\] (failed|untrusted|invalid) |^\[  FAILED  \]|^bitwise mismatch")
+
+
 def run(cmd, cwd, timeout, env=None):
+    """(exit status, output, seconds); stops the command at its first failure line (status 1)."""
     t0 = time.time()
-    try:
-        p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
-                           env=env, text=True)
-        return p.returncode, p.stdout, time.time() - t0
-    except subprocess.TimeoutExpired as e:
-        return 124, (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), time.time() - t0
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    out = []
+    rc = None
+    for line in p.stdout:
+        out.append(line)
+        if FIRST_FAILURE.search(line):
+            p.kill()
+            rc = 1
+            break
+        if timeout and time.time() - t0 > timeout:
+            p.kill()
+            rc = 124
+            break
+    p.wait()
+    return (p.returncode if rc is None else rc), "".join(out), time.time() - t0
 
 
 def main():
@@ -125,6 +140,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=900, help="seconds per gate stage")
     ap.add_argument("--min-score", type=float, default=1.0, help="exit 1 below this score")
     ap.add_argument("--list", action="store_true", help="print the sampled mutants and stop")
+    ap.add_argument("--mutant", action="append", default=[], metavar="FILE:LINE:OLD=>NEW",
+                    help="run this planted mutant (first OLD on LINE replaced) instead of sampling; repeatable")
     args = ap.parse_args()
     if args.count < 1:
         print("mutate: error: --count: must be >= 1", file=sys.stderr)
@@ -141,6 +158,19 @@ def main():
             return 2
         originals[f] = open(p).read()
 
+    planted = []
+    for spec in args.mutant:
+        try:
+            f, line, rest = spec.split(":", 2)
+            old, new = rest.split("=>", 1)
+            i = int(line) - 1
+            col = originals[f].split("\n")[i].index(old)
+        except (ValueError, KeyError, IndexError):
+            print(f"mutate: error: --mutant: '{spec}' is not FILE:LINE:OLD=>NEW with OLD on LINE of a --files file",
+                  file=sys.stderr)
+            return 2
+        planted.append((f, i, col, old, new, "planted"))
+
     # Stratified sample: the same share of each operator, a fixed seed.
     rng = random.Random(args.seed)
     pool = {op: [] for op in args.operators}
@@ -155,8 +185,10 @@ def main():
         for op in args.operators:
             if pool[op] and len(sample) < args.count:
                 sample.append(pool[op].pop())
-    print(f"mutate: {sum(len(v) for v in pool.values()) + len(sample)} candidate mutants, {len(sample)} sampled "
-          f"(seed {args.seed})", flush=True)
+    if planted:
+        sample = planted
+    print(f"mutate: {sum(len(v) for v in pool.values()) + len(sample)} candidate mutants, {len(sample)} "
+          f"{'planted' if planted else 'sampled'} (seed {args.seed})", flush=True)
     if args.list:
         for k, c in enumerate(sample):
             line = originals[c[0]].split("\n")[c[1]]
@@ -170,9 +202,9 @@ def main():
         shutil.rmtree(src)
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns("build", "build-*", ".git"))
     if not os.path.exists(os.path.join(build, "build.ninja")):
-        # The project's optimisation without debug information (faster rebuilds).
+        # -O1 without debug information: a mutant's rebuild is the slow step.
         cfg = ["cmake", "-G", "Ninja", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-               "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG", "-DKGATE_COVERAGE=OFF"]
+               "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG", "-DKGATE_COVERAGE=OFF"]
         if shutil.which("ccache"):
             cfg.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
         subprocess.run(cfg, check=True, stdout=subprocess.DEVNULL)
@@ -187,8 +219,10 @@ def main():
     tmp = os.path.join(args.work, "reports")
     os.makedirs(tmp, exist_ok=True)
     rep = ["--report", os.path.join(tmp, "r.json"), "--junit", os.path.join(tmp, "j.xml")]
-    env = dict(os.environ, RC_PARAMS="max_success=500")
-    stages = [("verify --config plan", [kgate, "verify", "--jobs", str(args.jobs), "--config", "plan", "--bitwise", ""] + rep, None),
+    # The CI size, without shrinking (the first counterexample decides).
+    env = dict(os.environ, RC_PARAMS="max_success=500 noshrink=1")
+    stages = [("verify --config plan", [kgate, "verify", "--jobs", str(args.jobs), "--config", "plan", "--bitwise", "",
+                                        "--repeats", "0"] + rep, None),
               ("property tests", [props], env),
               ("verify", [kgate, "verify", "--jobs", str(args.jobs)] + rep, None)]
 
