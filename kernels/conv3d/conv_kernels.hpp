@@ -119,7 +119,7 @@ KGATE_HD constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { retur
 // channel-q element of row u's source (rows without a source at this tap,
 // ap[u] null, take no term).
 template <class Tin>
-KGATE_DEVICE void tile_step(float (&acc)[kTM][kTN], const Tin* const (&ap)[kTM], std::int64_t q,
+KGATE_DEVICE void tile_step(float (&acc)[kTM][kTN], const Tin* const (&ap)[kTM], std::int32_t q,
                             const float (&b)[kTN]) {
 KGATE_UNROLL
   for (int u = 0; u < kTM; ++u) {
@@ -167,9 +167,9 @@ KGATE_UNROLL
   }
   float acc[kTM][kTN] = {};
   std::int64_t tap = 0;
-  for (std::int64_t k0 = 0; k0 < g.K[0]; ++k0)
-    for (std::int64_t k1 = 0; k1 < g.K[1]; ++k1)
-      for (std::int64_t k2 = 0; k2 < g.K[2]; ++k2, ++tap) {
+  for (std::int32_t k0 = 0; k0 < g.K[0]; ++k0)
+    for (std::int32_t k1 = 0; k1 < g.K[1]; ++k1)
+      for (std::int32_t k2 = 0; k2 < g.K[2]; ++k2, ++tap) {
         const Tin* ap[kTM];
 KGATE_UNROLL
         for (int u = 0; u < kTM; ++u) {
@@ -180,7 +180,7 @@ KGATE_UNROLL
           ap[u] = in ? A + ((((rb[u] * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl + grp * g.clg) : nullptr;
         }
         const std::int64_t woff = tap * g.clg;
-        for (std::int64_t q = 0; q < g.clg; ++q) {
+        for (std::int32_t q = 0; q < g.clg; ++q) {
           float b[kTN];
 KGATE_UNROLL
           for (int v = 0; v < kTN; ++v) b[v] = to_f32(wrow[v][woff + q]);
@@ -231,9 +231,9 @@ KGATE_UNROLL
 KGATE_UNROLL
     for (int v = 0; v < kWN; ++v) acc[u][v] = mma::zero_c<Atom>();
   std::int64_t tap = 0;
-  for (std::int64_t k0 = 0; k0 < g.K[0]; ++k0)
-    for (std::int64_t k1 = 0; k1 < g.K[1]; ++k1)
-      for (std::int64_t k2 = 0; k2 < g.K[2]; ++k2, ++tap) {
+  for (std::int32_t k0 = 0; k0 < g.K[0]; ++k0)
+    for (std::int32_t k1 = 0; k1 < g.K[1]; ++k1)
+      for (std::int32_t k2 = 0; k2 < g.K[2]; ++k2, ++tap) {
         for (int r = t; r < TM; r += Atom::lanes) {
           std::int64_t m = m0 + r, o = -1;
           if (m < M) {
@@ -299,16 +299,18 @@ KGATE_KERNEL_BOUNDS(conv_scatter, kThreads, GemmArgs a) {
   const Geom& g = a.g;
   const int t = static_cast<int>(rt::thread_idx().x);
   const int bm = kThreads / a.bn;
-  std::int64_t ph[3], T[3];
+  // Phase coordinates, tap bounds and tap offsets are 32-bit (extents,
+  // strides and dilations are at most 2^24, 1024 and 1024).
+  std::int32_t ph[3], T[3];
   {
-    std::int64_t z = rt::block_idx().z;
+    std::int32_t z = static_cast<std::int32_t>(rt::block_idx().z);
     ph[2] = z % g.stride[2]; z /= g.stride[2];
     ph[1] = z % g.stride[1];
     ph[0] = z / g.stride[1];
   }
 KGATE_UNROLL
-  for (int x = 0; x < 3; ++x) T[x] = ph[x] < g.L[x] ? ceil_div(g.L[x] - ph[x], g.stride[x]) : 0;
-  const std::int64_t M = g.n * T[0] * T[1] * T[2];
+  for (int x = 0; x < 3; ++x) T[x] = ph[x] < g.L[x] ? static_cast<std::int32_t>(ceil_div(g.L[x] - ph[x], g.stride[x])) : 0;
+  const std::int64_t M = std::int64_t{g.n} * T[0] * T[1] * T[2];
   const std::int64_t col_tiles = ceil_div(g.clg, static_cast<std::int64_t>(kTN) * a.bn);
   const std::int64_t grp = rt::block_idx().y / col_tiles;
   const std::int64_t c0 = (rt::block_idx().y % col_tiles) * kTN * a.bn + (t % a.bn) * kTN;
@@ -335,39 +337,35 @@ KGATE_UNROLL
   float acc[kTM][kTN] = {};
   // Taps of this phase: per axis, k with (ph + pad - k*dil) divisible by the
   // stride; with kOneTap (k = s, dil = 1) exactly k = (ph + pad) mod s.
-  std::int64_t kb[3], ke[3];
+  std::int32_t kb[3];
 KGATE_UNROLL
-  for (int x = 0; x < 3; ++x) {
-    kb[x] = kOneTap ? pos_mod(ph[x] + g.pad[x], g.stride[x]) : 0;
-    ke[x] = kOneTap ? kb[x] + 1 : g.K[x];
-  }
-  for (std::int64_t k0 = kb[0]; k0 < ke[0]; ++k0) {
-    const std::int64_t r0 = ph[0] + g.pad[0] - k0 * g.dil[0];
-    if (pos_mod(r0, g.stride[0]) != 0) continue;
-    for (std::int64_t k1 = kb[1]; k1 < ke[1]; ++k1) {
-      const std::int64_t r1 = ph[1] + g.pad[1] - k1 * g.dil[1];
-      if (pos_mod(r1, g.stride[1]) != 0) continue;
-      for (std::int64_t k2 = kb[2]; k2 < ke[2]; ++k2) {
-        const std::int64_t r2 = ph[2] + g.pad[2] - k2 * g.dil[2];
-        if (pos_mod(r2, g.stride[2]) != 0) continue;
-        const std::int64_t tap = (k0 * g.K[1] + k1) * g.K[2] + k2;
-        const std::int64_t o0 = r0 / g.stride[0], o1 = r1 / g.stride[1], o2 = r2 / g.stride[2];
-        const Tin* ap[kTM];
+  for (int x = 0; x < 3; ++x) kb[x] = kOneTap ? static_cast<std::int32_t>(pos_mod(ph[x] + g.pad[x], g.stride[x])) : 0;
+  // One flat loop over the phase's candidate taps (KD, KH, KW order), so
+  // few loop counters stay live.
+  const std::int32_t n1 = kOneTap ? 1 : g.K[1], n2 = kOneTap ? 1 : g.K[2];
+  const std::int32_t ntaps = kOneTap ? 1 : g.K[0] * n1 * n2;
+  for (std::int32_t e = 0; e < ntaps; ++e) {
+    const std::int32_t k2 = kb[2] + e % n2, k1 = kb[1] + (e / n2) % n1, k0 = kb[0] + e / (n2 * n1);
+    const std::int32_t r0 = ph[0] + g.pad[0] - k0 * g.dil[0];
+    const std::int32_t r1 = ph[1] + g.pad[1] - k1 * g.dil[1];
+    const std::int32_t r2 = ph[2] + g.pad[2] - k2 * g.dil[2];
+    if (pos_mod(r0, g.stride[0]) != 0 || pos_mod(r1, g.stride[1]) != 0 || pos_mod(r2, g.stride[2]) != 0) continue;
+    const std::int64_t tap = (std::int64_t{k0} * g.K[1] + k1) * g.K[2] + k2;
+    const std::int32_t o0 = r0 / g.stride[0], o1 = r1 / g.stride[1], o2 = r2 / g.stride[2];
+    const Tin* ap[kTM];
 KGATE_UNROLL
-        for (int u = 0; u < kTM; ++u) {
-          const std::int64_t i0 = rt_[u][0] + o0, i1 = rt_[u][1] + o1, i2 = rt_[u][2] + o2;
-          const bool in = rv[u] && i0 >= 0 && i0 < g.S[0] && i1 >= 0 && i1 < g.S[1] && i2 >= 0 && i2 < g.S[2];
-          ap[u] = in ? A + ((((rb[u] * g.S[0] + i0) * g.S[1] + i1) * g.S[2] + i2) * g.cs + grp * g.csg) : nullptr;
-        }
-        const Tin* wq = W + (grp * g.csg * g.taps + tap) * g.clg;
-        const std::int64_t wstride = g.taps * g.clg;
-        for (std::int64_t q = 0; q < g.csg; ++q, wq += wstride) {
-          float b[kTN];
+    for (int u = 0; u < kTM; ++u) {
+      const std::int64_t i0 = rt_[u][0] + o0, i1 = rt_[u][1] + o1, i2 = rt_[u][2] + o2;
+      const bool in = rv[u] && i0 >= 0 && i0 < g.S[0] && i1 >= 0 && i1 < g.S[1] && i2 >= 0 && i2 < g.S[2];
+      ap[u] = in ? A + ((((rb[u] * g.S[0] + i0) * g.S[1] + i1) * g.S[2] + i2) * g.cs + grp * g.csg) : nullptr;
+    }
+    const Tin* wq = W + (grp * g.csg * g.taps + tap) * g.clg;
+    const std::int64_t wstride = g.taps * g.clg;
+    for (std::int32_t q = 0; q < g.csg; ++q, wq += wstride) {
+      float b[kTN];
 KGATE_UNROLL
-          for (int v = 0; v < kTN; ++v) b[v] = to_f32(wq[cc[v] - grp * g.clg]);
-          tile_step<Tin>(acc, ap, q, b);
-        }
-      }
+      for (int v = 0; v < kTN; ++v) b[v] = to_f32(wq[cc[v] - grp * g.clg]);
+      tile_step<Tin>(acc, ap, q, b);
     }
   }
   Tout* O = static_cast<Tout*>(a.out);
