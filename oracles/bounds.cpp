@@ -49,12 +49,16 @@ double probabilistic_relative(const ReductionPlan& plan, DType src, double lambd
 }
 
 double underflow_floor(const ReductionPlan& plan, DType src, DType dst) {
-  (void)dst;
   const double d = static_cast<double>(term_depth(plan, src));
   const double eta = plan.acc == DType::fp64 ? std::ldexp(1.0, -1074) : std::ldexp(1.0, -149);
   // Each rounding in the subnormal range errs by at most half a quantum; a
   // product of two tiny fp32 numbers can flush entirely: bound by 2^-126 per step.
-  return d * (plan.acc == DType::fp64 ? eta : std::ldexp(1.0, -126));
+  // The output's own rounding in its subnormal range errs by up to half its
+  // quantum, which u_out*|y| does not cover (fp16: 2^-25).
+  const double out_half_quantum = dst == DType::fp16 ? std::ldexp(1.0, -25)
+                                  : dst == DType::bf16 ? std::ldexp(1.0, -134)
+                                                       : 0.0;  // fp32/fp64: one of the D accumulator roundings
+  return d * (plan.acc == DType::fp64 ? eta : std::ldexp(1.0, -126)) + out_half_quantum;
 }
 
 double reference_relative(std::int64_t k) { return gamma(static_cast<double>(k), std::ldexp(1.0, -53)); }

@@ -40,9 +40,10 @@ double hm_lambda(double roundings, double u, double p_false = 1e-6);
 // one extra rounding of the narrower partial with u_p).
 double probabilistic_relative(const ReductionPlan& plan, DType src, double lambda);
 
-// Absolute floor for fp32-accumulator underflow: D * 2^-126 * (1 + ...) for an
-// fp32 accumulator, D * 2^-1022 for fp64; subnormals of a bf16 (2^-133) or
-// fp16 (2^-24 quantum) output are covered by u_out*|y| plus this floor.
+// Absolute floor for accumulator underflow: D * 2^-126 for an fp32
+// accumulator, D * 2^-1074 for fp64; plus half the output's subnormal
+// quantum for a bf16 (2^-134) or fp16 (2^-25) output, whose rounding there
+// u_out*|y| does not cover.
 double underflow_floor(const ReductionPlan& plan, DType src, DType dst);
 
 // Error of the fp64 reference itself: gamma_K(2^-53) * A_i (the reference
