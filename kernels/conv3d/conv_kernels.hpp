@@ -72,7 +72,7 @@ namespace kgate::kernels::cv {
 inline constexpr int kThreads = 64;  // work-items per workgroup
 inline constexpr int kTM = 4;        // register tile rows (M) per work-item
 inline constexpr int kTN = 4;        // register tile columns (N) per work-item
-inline constexpr int kMaxPhaseTaps = 1024;  // taps one stride phase of the scatter family may have
+inline constexpr int kMaxPhaseTaps = 256;  // taps one stride phase of the scatter family may have (4 KiB of LDS)
 
 // The geometry of reference/conv3d/conv_geometry.hpp as plain device data.
 // Extents and channel counts are at most 2^24 (ConvProblem::validate), so
@@ -131,6 +131,23 @@ KGATE_UNROLL
   }
 }
 
+// Rows m0 .. m0 + kTM - 1 of a GEMM over M = n * E0 * E1 * E2 positions:
+// each row's batch index and coordinates; a row past M (valid false)
+// decodes as row m0 so its loads stay in bounds.
+KGATE_DEVICE void decode_rows(std::int64_t m0, std::int64_t M, const std::int32_t (&ext)[3], std::int64_t (&rb)[kTM],
+                              std::int64_t (&ri)[kTM][3], bool (&rv)[kTM]) {
+KGATE_UNROLL
+  for (int u = 0; u < kTM; ++u) {
+    const std::int64_t m = m0 + u;
+    rv[u] = m < M;
+    std::int64_t r = rv[u] ? m : m0;
+    ri[u][2] = r % ext[2]; r /= ext[2];
+    ri[u][1] = r % ext[1]; r /= ext[1];
+    ri[u][0] = r % ext[0];
+    rb[u] = r / ext[0];
+  }
+}
+
 // ---------------------------------------------------------------------------
 // contract: out on the small side.
 
@@ -150,16 +167,7 @@ KGATE_KERNEL_BOUNDS(conv_contract, kThreads, GemmArgs a) {
 
   std::int64_t rb[kTM], ri[kTM][3];
   bool rv[kTM];
-KGATE_UNROLL
-  for (int u = 0; u < kTM; ++u) {
-    const std::int64_t m = m0 + u;
-    rv[u] = m < M;
-    std::int64_t r = rv[u] ? m : m0;
-    ri[u][2] = r % g.S[2]; r /= g.S[2];
-    ri[u][1] = r % g.S[1]; r /= g.S[1];
-    ri[u][0] = r % g.S[0];
-    rb[u] = r / g.S[0];
-  }
+  decode_rows(m0, M, g.S, rb, ri, rv);
   const Tin* wrow[kTN];
 KGATE_UNROLL
   for (int v = 0; v < kTN; ++v) {
@@ -355,16 +363,7 @@ KGATE_UNROLL
 
   std::int64_t rb[kTM], rt_[kTM][3];
   bool rv[kTM];
-KGATE_UNROLL
-  for (int u = 0; u < kTM; ++u) {
-    const std::int64_t m = m0 + u;
-    rv[u] = m < M;
-    std::int64_t r = rv[u] ? m : m0;
-    rt_[u][2] = r % T[2]; r /= T[2];
-    rt_[u][1] = r % T[1]; r /= T[1];
-    rt_[u][0] = r % T[0];
-    rb[u] = r / T[0];
-  }
+  decode_rows(m0, M, T, rb, rt_, rv);
   std::int64_t cc[kTN];
 KGATE_UNROLL
   for (int v = 0; v < kTN; ++v) cc[v] = grp * g.clg + (c0 + v < g.clg ? c0 + v : c0);
