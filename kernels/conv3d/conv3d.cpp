@@ -220,6 +220,9 @@ Support conv_supported(const ConvProblem& p) {
       return {false, std::string(main_kernel(s)) + " grid " + axis[a] + " = " + std::to_string(s.main_grid[a]) +
                          " exceeds " + std::to_string(lim)};
   }
+  if (s.dp.kind == Kind::scatter && !s.one_tap && s.max_taps > cv::kMaxPhaseTaps)
+    return {false, "up to " + std::to_string(s.max_taps) + " taps in one stride phase exceeds " +
+                       std::to_string(cv::kMaxPhaseTaps)};
   if (s.dp.kind == Kind::wgrad && s.splits * s.dw_numel * 4 > kMaxWorkspace && s.splits > 1)
     return {false, "backward-weight workspace above " + std::to_string(kMaxWorkspace) + " bytes"};
   return {};
@@ -237,8 +240,7 @@ Plan conv_plan(const ConvProblem& p) {
     pl.params = {{"threads", s.atom.lanes}, {"tile_m", cv::kWM * s.atom.m}, {"tile_n", cv::kWN * s.atom.n},
                  {"atom_k", s.atom.k}};
     const std::array<std::uint32_t, 3> wave{static_cast<std::uint32_t>(s.atom.lanes), 1, 1};
-    pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], 1), wave,
-                        static_cast<std::uint64_t>(cv::kWM * s.atom.m * 8)});
+    pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], 1), wave, 0});
   } else {
     pl.variant = std::string("portable-igemm/") + main_kernel(s) + "/t" + std::to_string(cv::kTM) + "x" +
                  std::to_string(cv::kTN);

@@ -72,6 +72,7 @@ namespace kgate::kernels::cv {
 inline constexpr int kThreads = 64;  // work-items per workgroup
 inline constexpr int kTM = 4;        // register tile rows (M) per work-item
 inline constexpr int kTN = 4;        // register tile columns (N) per work-item
+inline constexpr int kMaxPhaseTaps = 256;  // taps one stride phase of the scatter family may have (4 KiB of LDS)
 
 // The geometry of reference/conv3d/conv_geometry.hpp as plain device data.
 // Extents and channel counts are at most 2^24 (ConvProblem::validate), so
@@ -119,7 +120,7 @@ KGATE_HD constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { retur
 // channel-q element of row u's source (rows without a source at this tap,
 // ap[u] null, take no term).
 template <class Tin>
-KGATE_DEVICE void tile_step(float (&acc)[kTM][kTN], const Tin* const (&ap)[kTM], std::int64_t q,
+KGATE_DEVICE void tile_step(float (&acc)[kTM][kTN], const Tin* const (&ap)[kTM], std::int32_t q,
                             const float (&b)[kTN]) {
 KGATE_UNROLL
   for (int u = 0; u < kTM; ++u) {
@@ -127,6 +128,23 @@ KGATE_UNROLL
     const float x = to_f32(ap[u][q]);
 KGATE_UNROLL
     for (int v = 0; v < kTN; ++v) acc[u][v] = acc[u][v] + x * b[v];
+  }
+}
+
+// Rows m0 .. m0 + kTM - 1 of a GEMM over M = n * E0 * E1 * E2 positions:
+// each row's batch index and coordinates; a row past M (valid false)
+// decodes as row m0 so its loads stay in bounds.
+KGATE_DEVICE void decode_rows(std::int64_t m0, std::int64_t M, const std::int32_t (&ext)[3], std::int64_t (&rb)[kTM],
+                              std::int64_t (&ri)[kTM][3], bool (&rv)[kTM]) {
+KGATE_UNROLL
+  for (int u = 0; u < kTM; ++u) {
+    const std::int64_t m = m0 + u;
+    rv[u] = m < M;
+    std::int64_t r = rv[u] ? m : m0;
+    ri[u][2] = r % ext[2]; r /= ext[2];
+    ri[u][1] = r % ext[1]; r /= ext[1];
+    ri[u][0] = r % ext[0];
+    rb[u] = r / ext[0];
   }
 }
 
@@ -149,16 +167,7 @@ KGATE_KERNEL_BOUNDS(conv_contract, kThreads, GemmArgs a) {
 
   std::int64_t rb[kTM], ri[kTM][3];
   bool rv[kTM];
-KGATE_UNROLL
-  for (int u = 0; u < kTM; ++u) {
-    const std::int64_t m = m0 + u;
-    rv[u] = m < M;
-    std::int64_t r = rv[u] ? m : m0;
-    ri[u][2] = r % g.S[2]; r /= g.S[2];
-    ri[u][1] = r % g.S[1]; r /= g.S[1];
-    ri[u][0] = r % g.S[0];
-    rb[u] = r / g.S[0];
-  }
+  decode_rows(m0, M, g.S, rb, ri, rv);
   const Tin* wrow[kTN];
 KGATE_UNROLL
   for (int v = 0; v < kTN; ++v) {
@@ -166,27 +175,27 @@ KGATE_UNROLL
     wrow[v] = W + (grp * g.csg + c) * g.taps * g.clg;
   }
   float acc[kTM][kTN] = {};
-  std::int64_t tap = 0;
-  for (std::int64_t k0 = 0; k0 < g.K[0]; ++k0)
-    for (std::int64_t k1 = 0; k1 < g.K[1]; ++k1)
-      for (std::int64_t k2 = 0; k2 < g.K[2]; ++k2, ++tap) {
-        const Tin* ap[kTM];
+  // One flat loop over the taps (KD, KH, KW order): few live counters.
+  const std::int32_t taps = static_cast<std::int32_t>(g.taps);
+  for (std::int32_t tap = 0; tap < taps; ++tap) {
+    const std::int32_t k2 = tap % g.K[2], k1 = (tap / g.K[2]) % g.K[1], k0 = tap / (g.K[2] * g.K[1]);
+    const Tin* ap[kTM];
 KGATE_UNROLL
-        for (int u = 0; u < kTM; ++u) {
-          const std::int64_t j0 = ri[u][0] * g.stride[0] - g.pad[0] + k0 * g.dil[0];
-          const std::int64_t j1 = ri[u][1] * g.stride[1] - g.pad[1] + k1 * g.dil[1];
-          const std::int64_t j2 = ri[u][2] * g.stride[2] - g.pad[2] + k2 * g.dil[2];
-          const bool in = rv[u] && j0 >= 0 && j0 < g.L[0] && j1 >= 0 && j1 < g.L[1] && j2 >= 0 && j2 < g.L[2];
-          ap[u] = in ? A + ((((rb[u] * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl + grp * g.clg) : nullptr;
-        }
-        const std::int64_t woff = tap * g.clg;
-        for (std::int64_t q = 0; q < g.clg; ++q) {
-          float b[kTN];
+    for (int u = 0; u < kTM; ++u) {
+      const std::int64_t j0 = ri[u][0] * g.stride[0] - g.pad[0] + k0 * g.dil[0];
+      const std::int64_t j1 = ri[u][1] * g.stride[1] - g.pad[1] + k1 * g.dil[1];
+      const std::int64_t j2 = ri[u][2] * g.stride[2] - g.pad[2] + k2 * g.dil[2];
+      const bool in = rv[u] && j0 >= 0 && j0 < g.L[0] && j1 >= 0 && j1 < g.L[1] && j2 >= 0 && j2 < g.L[2];
+      ap[u] = in ? A + ((((rb[u] * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl + grp * g.clg) : nullptr;
+    }
+    const std::int64_t woff = std::int64_t{tap} * g.clg;
+    for (std::int32_t q = 0; q < g.clg; ++q) {
+      float b[kTN];
 KGATE_UNROLL
-          for (int v = 0; v < kTN; ++v) b[v] = to_f32(wrow[v][woff + q]);
-          tile_step<Tin>(acc, ap, q, b);
-        }
-      }
+      for (int v = 0; v < kTN; ++v) b[v] = to_f32(wrow[v][woff + q]);
+      tile_step<Tin>(acc, ap, q, b);
+    }
+  }
   Tout* O = static_cast<Tout*>(a.out);
   const Tin* B = static_cast<const Tin*>(a.bias);
 KGATE_UNROLL
@@ -231,9 +240,9 @@ KGATE_UNROLL
 KGATE_UNROLL
     for (int v = 0; v < kWN; ++v) acc[u][v] = mma::zero_c<Atom>();
   std::int64_t tap = 0;
-  for (std::int64_t k0 = 0; k0 < g.K[0]; ++k0)
-    for (std::int64_t k1 = 0; k1 < g.K[1]; ++k1)
-      for (std::int64_t k2 = 0; k2 < g.K[2]; ++k2, ++tap) {
+  for (std::int32_t k0 = 0; k0 < g.K[0]; ++k0)
+    for (std::int32_t k1 = 0; k1 < g.K[1]; ++k1)
+      for (std::int32_t k2 = 0; k2 < g.K[2]; ++k2, ++tap) {
         for (int r = t; r < TM; r += Atom::lanes) {
           std::int64_t m = m0 + r, o = -1;
           if (m < M) {
@@ -299,75 +308,97 @@ KGATE_KERNEL_BOUNDS(conv_scatter, kThreads, GemmArgs a) {
   const Geom& g = a.g;
   const int t = static_cast<int>(rt::thread_idx().x);
   const int bm = kThreads / a.bn;
-  std::int64_t ph[3], T[3];
+  // Phase coordinates, tap bounds and tap offsets are 32-bit (extents,
+  // strides and dilations are at most 2^24, 1024 and 1024).
+  std::int32_t ph[3], T[3];
   {
-    std::int64_t z = rt::block_idx().z;
+    std::int32_t z = static_cast<std::int32_t>(rt::block_idx().z);
     ph[2] = z % g.stride[2]; z /= g.stride[2];
     ph[1] = z % g.stride[1];
     ph[0] = z / g.stride[1];
   }
 KGATE_UNROLL
-  for (int x = 0; x < 3; ++x) T[x] = ph[x] < g.L[x] ? ceil_div(g.L[x] - ph[x], g.stride[x]) : 0;
-  const std::int64_t M = g.n * T[0] * T[1] * T[2];
+  for (int x = 0; x < 3; ++x) T[x] = ph[x] < g.L[x] ? static_cast<std::int32_t>(ceil_div(g.L[x] - ph[x], g.stride[x])) : 0;
+  const std::int64_t M = std::int64_t{g.n} * T[0] * T[1] * T[2];
   const std::int64_t col_tiles = ceil_div(g.clg, static_cast<std::int64_t>(kTN) * a.bn);
   const std::int64_t grp = rt::block_idx().y / col_tiles;
   const std::int64_t c0 = (rt::block_idx().y % col_tiles) * kTN * a.bn + (t % a.bn) * kTN;
   const std::int64_t m0 = static_cast<std::int64_t>(rt::block_idx().x) * kTM * bm + (t / a.bn) * kTM;
+  // The phase's taps, in (KD, KH, KW) order: per axis, k with
+  // (ph + pad - k*dil) divisible by the stride (with kOneTap, k = s and
+  // dil = 1, exactly k = (ph + pad) mod s, computed in place). Otherwise
+  // work-item 0 lists each tap and its source offsets (ph + pad - k*dil) /
+  // stride in LDS for the workgroup (at most kMaxPhaseTaps: is_supported).
+  KGATE_LDS(ptap, std::int32_t, 4 * kMaxPhaseTaps);
+  KGATE_LDS(pcount, std::int32_t, 1);
+  std::int32_t ntaps = 1;
+  if constexpr (!kOneTap) {
+    if (t == 0) {
+      std::int32_t count = 0;
+      for (std::int32_t k0 = 0; k0 < g.K[0]; ++k0) {
+        const std::int32_t r0 = ph[0] + g.pad[0] - k0 * g.dil[0];
+        if (pos_mod(r0, g.stride[0]) != 0) continue;
+        for (std::int32_t k1 = 0; k1 < g.K[1]; ++k1) {
+          const std::int32_t r1 = ph[1] + g.pad[1] - k1 * g.dil[1];
+          if (pos_mod(r1, g.stride[1]) != 0) continue;
+          for (std::int32_t k2 = 0; k2 < g.K[2]; ++k2) {
+            const std::int32_t r2 = ph[2] + g.pad[2] - k2 * g.dil[2];
+            if (pos_mod(r2, g.stride[2]) != 0) continue;
+            ptap[4 * count] = (k0 * g.K[1] + k1) * g.K[2] + k2;
+            ptap[4 * count + 1] = r0 / g.stride[0];
+            ptap[4 * count + 2] = r1 / g.stride[1];
+            ptap[4 * count + 3] = r2 / g.stride[2];
+            ++count;
+          }
+        }
+      }
+      pcount[0] = count;
+    }
+    rt::barrier();
+    ntaps = pcount[0];
+  }
   if (m0 >= M || c0 >= g.clg) return;
   const Tin* A = static_cast<const Tin*>(a.a);
   const Tin* W = static_cast<const Tin*>(a.w);
 
   std::int64_t rb[kTM], rt_[kTM][3];
   bool rv[kTM];
-KGATE_UNROLL
-  for (int u = 0; u < kTM; ++u) {
-    const std::int64_t m = m0 + u;
-    rv[u] = m < M;
-    std::int64_t r = rv[u] ? m : m0;
-    rt_[u][2] = r % T[2]; r /= T[2];
-    rt_[u][1] = r % T[1]; r /= T[1];
-    rt_[u][0] = r % T[0];
-    rb[u] = r / T[0];
-  }
+  decode_rows(m0, M, T, rb, rt_, rv);
   std::int64_t cc[kTN];
 KGATE_UNROLL
   for (int v = 0; v < kTN; ++v) cc[v] = grp * g.clg + (c0 + v < g.clg ? c0 + v : c0);
   float acc[kTM][kTN] = {};
-  // Taps of this phase: per axis, k with (ph + pad - k*dil) divisible by the
-  // stride; with kOneTap (k = s, dil = 1) exactly k = (ph + pad) mod s.
-  std::int64_t kb[3], ke[3];
+  for (std::int32_t e = 0; e < ntaps; ++e) {
+    std::int64_t tap;
+    std::int32_t o0, o1, o2;
+    if constexpr (kOneTap) {
+      const std::int32_t k0 = static_cast<std::int32_t>(pos_mod(ph[0] + g.pad[0], g.stride[0]));
+      const std::int32_t k1 = static_cast<std::int32_t>(pos_mod(ph[1] + g.pad[1], g.stride[1]));
+      const std::int32_t k2 = static_cast<std::int32_t>(pos_mod(ph[2] + g.pad[2], g.stride[2]));
+      tap = (std::int64_t{k0} * g.K[1] + k1) * g.K[2] + k2;
+      o0 = (ph[0] + g.pad[0] - k0) / g.stride[0];
+      o1 = (ph[1] + g.pad[1] - k1) / g.stride[1];
+      o2 = (ph[2] + g.pad[2] - k2) / g.stride[2];
+    } else {
+      tap = ptap[4 * e];
+      o0 = ptap[4 * e + 1];
+      o1 = ptap[4 * e + 2];
+      o2 = ptap[4 * e + 3];
+    }
+    const Tin* ap[kTM];
 KGATE_UNROLL
-  for (int x = 0; x < 3; ++x) {
-    kb[x] = kOneTap ? pos_mod(ph[x] + g.pad[x], g.stride[x]) : 0;
-    ke[x] = kOneTap ? kb[x] + 1 : g.K[x];
-  }
-  for (std::int64_t k0 = kb[0]; k0 < ke[0]; ++k0) {
-    const std::int64_t r0 = ph[0] + g.pad[0] - k0 * g.dil[0];
-    if (pos_mod(r0, g.stride[0]) != 0) continue;
-    for (std::int64_t k1 = kb[1]; k1 < ke[1]; ++k1) {
-      const std::int64_t r1 = ph[1] + g.pad[1] - k1 * g.dil[1];
-      if (pos_mod(r1, g.stride[1]) != 0) continue;
-      for (std::int64_t k2 = kb[2]; k2 < ke[2]; ++k2) {
-        const std::int64_t r2 = ph[2] + g.pad[2] - k2 * g.dil[2];
-        if (pos_mod(r2, g.stride[2]) != 0) continue;
-        const std::int64_t tap = (k0 * g.K[1] + k1) * g.K[2] + k2;
-        const std::int64_t o0 = r0 / g.stride[0], o1 = r1 / g.stride[1], o2 = r2 / g.stride[2];
-        const Tin* ap[kTM];
+    for (int u = 0; u < kTM; ++u) {
+      const std::int64_t i0 = rt_[u][0] + o0, i1 = rt_[u][1] + o1, i2 = rt_[u][2] + o2;
+      const bool in = rv[u] && i0 >= 0 && i0 < g.S[0] && i1 >= 0 && i1 < g.S[1] && i2 >= 0 && i2 < g.S[2];
+      ap[u] = in ? A + ((((rb[u] * g.S[0] + i0) * g.S[1] + i1) * g.S[2] + i2) * g.cs + grp * g.csg) : nullptr;
+    }
+    const Tin* wq = W + (grp * g.csg * g.taps + tap) * g.clg;
+    const std::int64_t wstride = g.taps * g.clg;
+    for (std::int32_t q = 0; q < g.csg; ++q, wq += wstride) {
+      float b[kTN];
 KGATE_UNROLL
-        for (int u = 0; u < kTM; ++u) {
-          const std::int64_t i0 = rt_[u][0] + o0, i1 = rt_[u][1] + o1, i2 = rt_[u][2] + o2;
-          const bool in = rv[u] && i0 >= 0 && i0 < g.S[0] && i1 >= 0 && i1 < g.S[1] && i2 >= 0 && i2 < g.S[2];
-          ap[u] = in ? A + ((((rb[u] * g.S[0] + i0) * g.S[1] + i1) * g.S[2] + i2) * g.cs + grp * g.csg) : nullptr;
-        }
-        const Tin* wq = W + (grp * g.csg * g.taps + tap) * g.clg;
-        const std::int64_t wstride = g.taps * g.clg;
-        for (std::int64_t q = 0; q < g.csg; ++q, wq += wstride) {
-          float b[kTN];
-KGATE_UNROLL
-          for (int v = 0; v < kTN; ++v) b[v] = to_f32(wq[cc[v] - grp * g.clg]);
-          tile_step<Tin>(acc, ap, q, b);
-        }
-      }
+      for (int v = 0; v < kTN; ++v) b[v] = to_f32(wq[cc[v] - grp * g.clg]);
+      tile_step<Tin>(acc, ap, q, b);
     }
   }
   Tout* O = static_cast<Tout*>(a.out);

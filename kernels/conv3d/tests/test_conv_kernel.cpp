@@ -43,6 +43,12 @@ TEST(ConvKernel, IsSupportedNamesItsReason) {
   EXPECT_FALSE(s.ok);
   EXPECT_NE(s.reason.find("grid z"), std::string::npos) << s.reason;
   EXPECT_THROW(kernels::plan(Problem(p)), std::invalid_argument);
+  // 7^3 taps on the one phase of a stride-1 backward-data (6^3 fit).
+  p = conv("conv3d.bwd_data fp32 n1 c1 k1 d11 kd7");
+  s = kernels::is_supported(Problem(p));
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.reason.find("taps in one stride phase"), std::string::npos) << s.reason;
+  EXPECT_TRUE(kernels::is_supported(Problem(conv("conv3d.bwd_data fp32 n1 c1 k1 d11 kd6"))).ok);
 }
 
 TEST(ConvKernel, PlansAreValuesWithTheirStructure) {
