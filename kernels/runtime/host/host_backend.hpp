@@ -1,4 +1,4 @@
-// Host backend: the CPU emulator of gfx942 (docs/EMULATOR.md:
+// Host backend: the CPU emulator of gfx942 (contract:
 // docs/EMULATOR.md). Workgroups run on a pool of OS threads in a selectable order;
 // each work-item is a Boost.Context fiber; barriers and wave operations are
 // collective scheduling points of the workgroup's fibers. Defects a GPU would
