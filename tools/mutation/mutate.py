@@ -32,6 +32,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -113,6 +114,10 @@ def run(cmd, cwd, timeout, env=None):
     """(exit status, output, seconds); stops the command at its first failure line (status 1)."""
     t0 = time.time()
     p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    # A hung mutant prints nothing: a timer kills it.
+    timer = threading.Timer(timeout, p.kill) if timeout else None
+    if timer:
+        timer.start()
     out = []
     rc = None
     for line in p.stdout:
@@ -121,11 +126,11 @@ def run(cmd, cwd, timeout, env=None):
             p.kill()
             rc = 1
             break
-        if timeout and time.time() - t0 > timeout:
-            p.kill()
-            rc = 124
-            break
     p.wait()
+    if timer:
+        timer.cancel()
+        if rc is None and time.time() - t0 >= timeout:
+            rc = 124
     return (p.returncode if rc is None else rc), "".join(out), time.time() - t0
 
 
