@@ -28,7 +28,7 @@ inline Verdict gate_verdict(const Problem& p, const Fill& f) {
   Verdict v{r.state != oracle::State::unimplemented && r.state != oracle::State::skipped, r.reason};
   for (const auto& fr : r.fills) {
     v.evidence += fr.detail;
-    v.ok = v.ok && fr.detail.empty();
+    v.ok = v.ok && fr.state == oracle::State::passed;
     for (const auto& rr : fr.roles) {
       if (!rr.report.passed()) v.evidence += oracle::to_table(rr.report);
       v.ok = v.ok && acceptable(rr.report);
