@@ -90,6 +90,25 @@ Plan plan(const Problem& p);
 // runtime failure (the emulator's defect reports included).
 std::map<Role, Tensor> run(const Problem& p, const Plan& plan, const std::map<Role, const Tensor*>& inputs,
                            const RunOptions& opt = {});
+// GroupNorm over a volume split along D into parts, each on its own rank or
+// device (the sharded operators' global statistics): the production kernels
+// in two phases around the caller's combine of every part's partials. p is
+// this part's problem (is_supported(p) required).
+//   groupnorm_partials: fwd: per (n, group) moments of this part's x,
+//     [N][G][3] fp32 (count, mean, M2), by the forward's statistics pass and
+//     chunk tree; bwd: per (n, channel) [N][C][2] fp32 (sum dy', sum
+//     dy' * (x - mean)), dy' masked by the fused ReLU, with the given mean
+//     and rstd (the whole volume's).
+//   groupnorm_finish: the rest of the plan with `combined` (the partials of
+//     every part, combined by the caller, same shape) in place of this
+//     part's: fwd: y, mean and rstd (mean and rstd by the kernels' own
+//     finalize formula); bwd: dx, dgamma and dbeta, with whole_group_elems
+//     (the whole volume's elements per group) as the group size.
+// With one part, partials then finish equals run() bit for bit.
+Tensor groupnorm_partials(const GroupNormProblem& p, const std::map<Role, const Tensor*>& inputs);
+std::map<Role, Tensor> groupnorm_finish(const GroupNormProblem& p, const std::map<Role, const Tensor*>& inputs,
+                                        const Tensor& combined, std::int64_t whole_group_elems);
+
 // The by-role pointer map run() takes, over a map of owned tensors.
 std::map<Role, const Tensor*> pointers(const std::map<Role, Tensor>& tensors);
 

@@ -58,6 +58,9 @@ struct FwdArgs {
   const float* gamma; // [C] or null
   const float* beta;  // [C] or null
   float* partial;     // [N][chunks][G][3]: count, mean, M2
+  float* moments;     // [N][G][3] or null: gn_fwd_finalize writes the combined
+                      // moments here instead of mean and rstd (the first phase
+                      // of groupnorm_partials)
   float eps;
   int relu;
 };
@@ -76,6 +79,7 @@ struct BwdArgs {
   float* partial;      // [N][chunks][C][2]: sum dy, sum dy*(x - mean)
   float* sums;         // [N][C][2]
   float* coef;         // [N][G][2]: c2, c3
+  std::int64_t group_elems;  // M: elements of one group of the whole volume
   int relu;
 };
 
@@ -346,7 +350,12 @@ KGATE_UNROLL
     }
     rt::barrier();
   }
-  if (t == 0) {
+  if (t == 0 && a.moments) {
+    float* m = a.moments + (n * g.G + grp) * 3;
+    m[0] = lds_n[0];
+    m[1] = lds_mean[0];
+    m[2] = lds_m2[0];
+  } else if (t == 0) {
     const float count = lds_n[0];
     const float mean = lds_mean[0];
     const float var = static_cast<float>(lds_m2[0]) / count;  // biased, as PyTorch
@@ -549,7 +558,7 @@ KGATE_KERNEL_BOUNDS(gn_bwd_params, kThreads, BwdArgs a) {
       A = A + gm * a.sums[(n * g.C + c) * 2 + 1];
     }
     const float r = a.rstd[n * g.G + grp];
-    const float M = static_cast<float>(g.Cg * g.S);
+    const float M = static_cast<float>(a.group_elems);
     a.coef[(n * g.G + grp) * 2 + 0] = -(A * ((r * r) * r)) / M;
     a.coef[(n * g.G + grp) * 2 + 1] = -(B * r) / M;
   }

@@ -152,12 +152,30 @@ Plan groupnorm_plan(const GroupNormProblem& p) {
   return pl;
 }
 
-std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan,
-                                     const std::map<Role, const Tensor*>& in, const RunOptions& opt) {
+namespace {
+
+// The phases of groupnorm_run, groupnorm_partials and groupnorm_finish
+// (kernels/api.hpp): one launch sequence, cut after the per-part partials.
+enum class Phase { all, partials, finish };
+
+struct Executed {
+  std::map<Role, Tensor> out;
+  Tensor partials;  // Phase::partials
+};
+
+Executed execute(const GroupNormProblem& p, const Plan& plan, const std::map<Role, const Tensor*>& in,
+                 const RunOptions& opt, Phase phase, const Tensor* combined, std::int64_t group_elems) {
   if (!(plan == groupnorm_plan(p))) throw std::invalid_argument("groupnorm: plan does not belong to this problem");
   const gn::Geometry g = geometry(p);
   const Dims xd = p.x_dims();
   const Tensor& x = input("groupnorm", in, Role::x);
+  const Dims part_dims = p.dir == GnDir::fwd ? Dims{p.n, p.groups, 3} : Dims{p.n, p.c, 2};
+  std::unique_ptr<DeviceTensor> comb;
+  if (phase == Phase::finish) {
+    if (!combined || combined->dtype() != DType::fp32 || combined->dims() != part_dims)
+      throw std::invalid_argument("groupnorm: combined partials must be fp32 of shape " + dims_string(part_dims));
+    comb = std::make_unique<DeviceTensor>(*combined);
+  }
   DeviceTensor dx_in(x);
   std::unique_ptr<DeviceTensor> gamma, beta;
   if (p.affine) {
@@ -168,36 +186,54 @@ std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan
     if (opt.prefill_nan) rt::device_memset(d.data(), opt.prefill_byte, bytes);
   };
   const std::size_t stats_bytes = static_cast<std::size_t>(g.N * g.G * 4);
-  std::map<Role, Tensor> out;
+  const std::size_t part_bytes = static_cast<std::size_t>(part_dims[0] * part_dims[1] * part_dims[2] * 4);
+  const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
+  Executed r;
 
   if (p.dir == GnDir::fwd) {
     const std::size_t y_bytes = static_cast<std::size_t>(x.numel()) * size_of(p.dst);
-    DeviceTensor y(y_bytes), mean(stats_bytes), rstd(stats_bytes), ws(plan.workspace_bytes);
+    DeviceTensor y(y_bytes), mean(stats_bytes), rstd(stats_bytes), ws(plan.workspace_bytes), moments(part_bytes);
     prefill(y, y_bytes);
     prefill(mean, stats_bytes);
     prefill(rstd, stats_bytes);
     prefill(ws, plan.workspace_bytes);
+    prefill(moments, part_bytes);
     gn::FwdArgs a{g, dx_in.data(), y.data(), mean.as<float>(), rstd.as<float>(),
                   gamma ? gamma->as<const float>() : nullptr, beta ? beta->as<const float>() : nullptr,
-                  ws.as<float>(), static_cast<float>(p.eps), p.relu ? 1 : 0};
-    const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
+                  ws.as<float>(), nullptr, static_cast<float>(p.eps), p.relu ? 1 : 0};
+    // Phase::finish: the finalize pass reads the combined moments as the
+    // only chunk, so mean and rstd come from the kernels' own formula.
+    gn::FwdArgs fin = a;
+    if (phase == Phase::partials) fin.moments = moments.as<float>();
+    if (phase == Phase::finish) {
+      fin.g.chunks = 1;
+      fin.partial = comb->as<float>();
+    }
     auto launch_all = [&](auto&& mark) {
       with_types(p.src, p.dst, g.V, [&]<class Tin, class Tout, int V>() {
-        KGATE_LAUNCH((gn::gn_fwd_stats<Tin, V>), config(cx, n), a);
+        if (phase != Phase::finish) {
+          KGATE_LAUNCH((gn::gn_fwd_stats<Tin, V>), config(cx, n), a);
+          mark();
+        }
+        KGATE_LAUNCH(gn::gn_fwd_finalize, config(static_cast<std::uint32_t>(g.G), n), fin);
         mark();
-        KGATE_LAUNCH(gn::gn_fwd_finalize, config(static_cast<std::uint32_t>(g.G), n), a);
-        mark();
-        KGATE_LAUNCH((gn::gn_fwd_apply<Tin, Tout, V>), config(cx, n), a);
-        mark();
+        if (phase != Phase::partials) {
+          KGATE_LAUNCH((gn::gn_fwd_apply<Tin, Tout, V>), config(cx, n), a);
+          mark();
+        }
       });
     };
     launch_all([] {});
     rt::device_synchronize();
-    time_sequence(launch_all, opt);
-    out.emplace(Role::y, download(y, p.dst, xd));
-    out.emplace(Role::mean, download(mean, DType::fp32, {p.n, p.groups}));
-    out.emplace(Role::rstd, download(rstd, DType::fp32, {p.n, p.groups}));
-    return out;
+    if (phase == Phase::partials) {
+      r.partials = download(moments, DType::fp32, part_dims);
+      return r;
+    }
+    if (phase == Phase::all) time_sequence(launch_all, opt);
+    r.out.emplace(Role::y, download(y, p.dst, xd));
+    r.out.emplace(Role::mean, download(mean, DType::fp32, {p.n, p.groups}));
+    r.out.emplace(Role::rstd, download(rstd, DType::fp32, {p.n, p.groups}));
+    return r;
   }
 
   DeviceTensor dy(input("groupnorm", in, Role::dy)), mean(input("groupnorm", in, Role::mean)), rstd(input("groupnorm", in, Role::rstd));
@@ -211,33 +247,63 @@ std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan
   float* partial = ws.as<float>();
   float* sums = partial + g.N * g.chunks * g.C * 2;
   float* coef = sums + g.N * g.C * 2;
+  if (phase == Phase::finish) sums = comb->as<float>();
   gn::BwdArgs a{g, dx_in.data(), dy.data(), mean.as<const float>(), rstd.as<const float>(),
                 gamma ? gamma->as<const float>() : nullptr, beta ? beta->as<const float>() : nullptr,
                 dxo.data(), p.affine ? dgamma.as<float>() : nullptr, p.affine ? dbeta.as<float>() : nullptr,
-                partial, sums, coef, p.relu ? 1 : 0};
+                partial, sums, coef, group_elems, p.relu ? 1 : 0};
   const std::uint32_t pl_params_blocks = plan.steps[2].grid[0];
-  const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
   auto launch_all = [&](auto&& mark) {
     with_types(p.src, p.dst, g.V, [&]<class Tin, class Tdy, int V>() {
-      KGATE_LAUNCH((gn::gn_bwd_reduce<Tin, Tdy, V>), config(cx, n), a);
-      mark();
-      KGATE_LAUNCH(gn::gn_bwd_finalize, config(static_cast<std::uint32_t>(g.C), n), a);
-      mark();
-      KGATE_LAUNCH(gn::gn_bwd_params, config(pl_params_blocks, 1), a);
-      mark();
-      KGATE_LAUNCH((gn::gn_bwd_apply<Tin, Tdy, V>), config(cx, n), a);
-      mark();
+      if (phase != Phase::finish) {
+        KGATE_LAUNCH((gn::gn_bwd_reduce<Tin, Tdy, V>), config(cx, n), a);
+        mark();
+        KGATE_LAUNCH(gn::gn_bwd_finalize, config(static_cast<std::uint32_t>(g.C), n), a);
+        mark();
+      }
+      if (phase != Phase::partials) {
+        KGATE_LAUNCH(gn::gn_bwd_params, config(pl_params_blocks, 1), a);
+        mark();
+        KGATE_LAUNCH((gn::gn_bwd_apply<Tin, Tdy, V>), config(cx, n), a);
+        mark();
+      }
     });
   };
   launch_all([] {});
   rt::device_synchronize();
-  time_sequence(launch_all, opt);
-  out.emplace(Role::dx, download(dxo, p.src, xd));
-  if (p.affine) {
-    out.emplace(Role::dgamma, download(dgamma, DType::fp32, {p.c}));
-    out.emplace(Role::dbeta, download(dbeta, DType::fp32, {p.c}));
+  if (phase == Phase::partials) {
+    Tensor t(DType::fp32, part_dims);
+    rt::copy_d2h(t.data(), sums, part_bytes);
+    r.partials = std::move(t);
+    return r;
   }
-  return out;
+  if (phase == Phase::all) time_sequence(launch_all, opt);
+  r.out.emplace(Role::dx, download(dxo, p.src, xd));
+  if (p.affine) {
+    r.out.emplace(Role::dgamma, download(dgamma, DType::fp32, {p.c}));
+    r.out.emplace(Role::dbeta, download(dbeta, DType::fp32, {p.c}));
+  }
+  return r;
+}
+
+std::int64_t own_group_elems(const GroupNormProblem& p) { return p.group_size(); }
+
+}  // namespace
+
+std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan,
+                                     const std::map<Role, const Tensor*>& in, const RunOptions& opt) {
+  return execute(p, plan, in, opt, Phase::all, nullptr, own_group_elems(p)).out;
+}
+
+Tensor groupnorm_partials(const GroupNormProblem& p, const std::map<Role, const Tensor*>& in) {
+  return execute(p, groupnorm_plan(p), in, {}, Phase::partials, nullptr, own_group_elems(p)).partials;
+}
+
+std::map<Role, Tensor> groupnorm_finish(const GroupNormProblem& p, const std::map<Role, const Tensor*>& in,
+                                        const Tensor& combined, std::int64_t whole_group_elems) {
+  if (whole_group_elems < own_group_elems(p))
+    throw std::invalid_argument("groupnorm: whole_group_elems below this part's group size");
+  return execute(p, groupnorm_plan(p), in, {}, Phase::finish, &combined, whole_group_elems).out;
 }
 
 namespace {

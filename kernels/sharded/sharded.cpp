@@ -243,31 +243,13 @@ const Tensor& input(const std::map<Role, const Tensor*>& in, Role r) {
   return *it->second;
 }
 
-DType dtype_of(const Problem& p, Role r) {
-  for (const auto& s : outputs(p))
-    if (s.role == r) return s.dtype;
-  throw std::logic_error("sharded: no output " + std::string(name(r)));
-}
-
 // ---------------------------------------------------------------------------
-// GroupNorm with the statistics of the whole volume (fp64 on the host).
+// GroupNorm with the statistics of the whole volume: the local operator's
+// partials (kernels::groupnorm_partials), combined over the ranks in the
+// rank tree in fp64 and rounded once to fp32, then the local operator's
+// finish with the combined partials (kernels::groupnorm_finish).
 
-struct GnShape {
-  std::int64_t n, s, c, g, cg;
-};
-GnShape gn_shape(const GroupNormProblem& p) {
-  return {p.n, p.spatial[0] * p.spatial[1] * p.spatial[2], p.c, p.groups, p.c / p.groups};
-}
-
-std::vector<double> gamma_of(const GroupNormProblem& p, const std::map<Role, const Tensor*>& in, Role r, double dflt) {
-  std::vector<double> v(static_cast<std::size_t>(p.c), dflt);
-  if (p.affine)
-    for (std::int64_t c = 0; c < p.c; ++c) v[c] = input(in, r).get(c);
-  return v;
-}
-
-// (count, mean, M2) per (n, g), two-pass over this rank's slab, then Chan's
-// combine in the rank tree.
+// (count, mean, M2) triples: Chan's pairwise combine.
 void chan_combine(std::vector<double>& a, const std::vector<double>& b) {
   for (std::size_t i = 0; i < a.size(); i += 3) {
     const double na = a[i], nb = b[i], n = na + nb;
@@ -279,101 +261,16 @@ void chan_combine(std::vector<double>& a, const std::vector<double>& b) {
   }
 }
 
-std::map<Role, Tensor> gn_global_fwd(MPI_Comm comm, const GroupNormProblem& local,
-                                     const std::map<Role, const Tensor*>& in) {
-  const GnShape z = gn_shape(local);
-  const Tensor& x = input(in, Role::x);
-  auto at = [&](std::int64_t b, std::int64_t s, std::int64_t c) { return (b * z.s + s) * z.c + c; };
-  std::vector<double> mom(static_cast<std::size_t>(z.n * z.g * 3), 0.0);
-  for (std::int64_t b = 0; b < z.n; ++b)
-    for (std::int64_t g = 0; g < z.g; ++g) {
-      double sum = 0, m2 = 0;
-      const double cnt = static_cast<double>(z.s * z.cg);
-      for (std::int64_t s = 0; s < z.s; ++s)
-        for (std::int64_t c = g * z.cg; c < (g + 1) * z.cg; ++c) sum += x.get(at(b, s, c));
-      const double mean = sum / cnt;
-      for (std::int64_t s = 0; s < z.s; ++s)
-        for (std::int64_t c = g * z.cg; c < (g + 1) * z.cg; ++c) m2 += (x.get(at(b, s, c)) - mean) * (x.get(at(b, s, c)) - mean);
-      const std::size_t i = static_cast<std::size_t>((b * z.g + g) * 3);
-      mom[i] = cnt;
-      mom[i + 1] = mean;
-      mom[i + 2] = m2;
-    }
-  mom = tree_reduce(comm, std::move(mom), chan_combine, "GroupNorm moments");
-  const auto gamma = gamma_of(local, in, Role::gamma, 1.0), beta = gamma_of(local, in, Role::beta, 0.0);
-  std::map<Role, Tensor> out;
-  Tensor y(local.dst, x.dims()), mean(dtype_of(local, Role::mean), {z.n, z.g}), rstd(dtype_of(local, Role::rstd), {z.n, z.g});
-  for (std::int64_t b = 0; b < z.n; ++b)
-    for (std::int64_t g = 0; g < z.g; ++g) {
-      const std::size_t i = static_cast<std::size_t>((b * z.g + g) * 3);
-      const double mu = mom[i + 1], r = 1.0 / std::sqrt(mom[i + 2] / mom[i] + local.eps);
-      mean.set(b * z.g + g, mu);
-      rstd.set(b * z.g + g, r);
-      for (std::int64_t s = 0; s < z.s; ++s)
-        for (std::int64_t c = g * z.cg; c < (g + 1) * z.cg; ++c) {
-          double v = (x.get(at(b, s, c)) - mu) * r * gamma[c] + beta[c];
-          if (local.relu && !(v > 0) && !std::isnan(v)) v = 0.0;
-          y.set(at(b, s, c), v);
-        }
-    }
-  out.emplace(Role::y, std::move(y));
-  out.emplace(Role::mean, std::move(mean));
-  out.emplace(Role::rstd, std::move(rstd));
-  return out;
-}
-
-// Backward with the whole volume's statistics (given as mean, rstd), in
-// centred form: xhat = (x - mu) r, dy' = dy masked by [y_fwd > 0] with relu,
-//   dx = r gamma_c dy' - (r/M) (sum_g gamma dy' + xhat sum_g gamma dy' xhat),
-//   dgamma_c = sum dy' xhat, dbeta_c = sum dy'.
-std::map<Role, Tensor> gn_global_bwd(MPI_Comm comm, const GroupNormProblem& whole, const GroupNormProblem& local,
-                                     const std::map<Role, const Tensor*>& in) {
-  const GnShape z = gn_shape(local);
-  const Tensor &x = input(in, Role::x), &dy = input(in, Role::dy), &mean = input(in, Role::mean),
-               &rstd = input(in, Role::rstd);
-  const auto gamma = gamma_of(local, in, Role::gamma, 1.0), beta = gamma_of(local, in, Role::beta, 0.0);
-  auto at = [&](std::int64_t b, std::int64_t s, std::int64_t c) { return (b * z.s + s) * z.c + c; };
-  auto dy_masked = [&](std::int64_t i, std::int64_t b, std::int64_t c) {
-    const double mu = mean.get(b * z.g + c / z.cg), r = rstd.get(b * z.g + c / z.cg);
-    if (local.relu && !((x.get(i) - mu) * r * gamma[c] + beta[c] > 0)) return 0.0;
-    return dy.get(i);
-  };
-  // Sums: per (n, g) sum gamma dy' and sum gamma dy' xhat; per c, over n,
-  // sum dy' xhat and sum dy'.
-  const std::size_t ng = static_cast<std::size_t>(z.n * z.g);
-  std::vector<double> sums(2 * ng + 2 * static_cast<std::size_t>(z.c), 0.0);
-  for (std::int64_t b = 0; b < z.n; ++b)
-    for (std::int64_t s = 0; s < z.s; ++s)
-      for (std::int64_t c = 0; c < z.c; ++c) {
-        const std::int64_t i = at(b, s, c), k = b * z.g + c / z.cg;
-        const double d = dy_masked(i, b, c), xh = (x.get(i) - mean.get(k)) * rstd.get(k);
-        sums[2 * k] += gamma[c] * d;
-        sums[2 * k + 1] += gamma[c] * d * xh;
-        sums[2 * ng + 2 * c] += d * xh;
-        sums[2 * ng + 2 * c + 1] += d;
-      }
-  sums = tree_reduce(comm, std::move(sums), add_into, "GroupNorm backward sums");
-  const double m = static_cast<double>(whole.group_size());
-  std::map<Role, Tensor> out;
-  Tensor dx(local.src, x.dims());
-  for (std::int64_t b = 0; b < z.n; ++b)
-    for (std::int64_t s = 0; s < z.s; ++s)
-      for (std::int64_t c = 0; c < z.c; ++c) {
-        const std::int64_t i = at(b, s, c), k = b * z.g + c / z.cg;
-        const double r = rstd.get(k), xh = (x.get(i) - mean.get(k)) * r;
-        dx.set(i, r * gamma[c] * dy_masked(i, b, c) - (r / m) * (sums[2 * k] + xh * sums[2 * k + 1]));
-      }
-  out.emplace(Role::dx, std::move(dx));
-  if (local.affine) {
-    Tensor dg(dtype_of(local, Role::dgamma), {z.c}), db(dtype_of(local, Role::dbeta), {z.c});
-    for (std::int64_t c = 0; c < z.c; ++c) {
-      dg.set(c, sums[2 * ng + 2 * c]);
-      db.set(c, sums[2 * ng + 2 * c + 1]);
-    }
-    out.emplace(Role::dgamma, std::move(dg));
-    out.emplace(Role::dbeta, std::move(db));
-  }
-  return out;
+std::map<Role, Tensor> gn_global(MPI_Comm comm, const GroupNormProblem& whole, const GroupNormProblem& local,
+                                 const std::map<Role, const Tensor*>& in, const LocalOp& op, const std::string& what) {
+  const Tensor part = agreed(comm, "GroupNorm partials of " + what, [&] { return op.gn_partials(local, in); });
+  std::vector<double> v(static_cast<std::size_t>(part.numel()));
+  for (std::int64_t i = 0; i < part.numel(); ++i) v[i] = part.get(i);
+  const bool fwd = whole.dir == GnDir::fwd;
+  v = tree_reduce(comm, std::move(v), fwd ? chan_combine : add_into, fwd ? "GroupNorm moments" : "GroupNorm backward sums");
+  Tensor comb(DType::fp32, part.dims());
+  for (std::int64_t i = 0; i < comb.numel(); ++i) comb.set(i, v[i]);
+  return agreed(comm, "GroupNorm finish of " + what, [&] { return op.gn_finish(local, in, comb, whole.group_size()); });
 }
 
 }  // namespace
@@ -411,7 +308,12 @@ LocalOp production_kernels() {
           [](const Problem& p) { return kernels::plan(p); },
           [](const Problem& p, const kernels::Plan& pl, const std::map<Role, const Tensor*>& in) {
             return kernels::run(p, pl, in);
-          }};
+          },
+          [](const GroupNormProblem& p, const std::map<Role, const Tensor*>& in) {
+            return kernels::groupnorm_partials(p, in);
+          },
+          [](const GroupNormProblem& p, const std::map<Role, const Tensor*>& in, const Tensor& combined,
+             std::int64_t whole_group_elems) { return kernels::groupnorm_finish(p, in, combined, whole_group_elems); }};
 }
 
 Split split_of(const Problem& whole) {
@@ -488,7 +390,12 @@ kernels::Support route(MPI_Comm comm, const Problem& whole, const Slabs& slabs, 
       mine = {false, "global statistics are a GroupNorm option"};
     else {
       const Problem local = local_problem(whole, slabs, me);  // thin shard: ShardError
-      if (gn == GnStats::per_shard) mine = op.supported(local);
+      if (gn == GnStats::global && !(op.gn_partials && op.gn_finish))
+        mine = {false, "local operator " + op.name + " has no GroupNorm partials/finish phases"};
+      else if (gn == GnStats::global && !(mine = op.supported(whole)))
+        mine.reason = "whole volume: " + mine.reason;
+      else
+        mine = op.supported(local);
     }
   } catch (const std::exception& e) {
     mine = {false, e.what()};
@@ -563,38 +470,26 @@ Output run(MPI_Comm comm, const Problem& whole, const Slabs& slabs, const std::m
   o.local = local_problem(whole, slabs, me);
   const std::string what = op_dir_name(whole) + " on rank " + std::to_string(me);
 
-  if (gn == GnStats::global) {
-    const auto& g = std::get<GroupNormProblem>(whole);
-    const auto& lg = std::get<GroupNormProblem>(o.local);
-    o.tensors = agreed(comm, "global-statistics " + what, [&] {
-      return g.dir == GnDir::fwd ? gn_global_fwd(comm, lg, in) : gn_global_bwd(comm, g, lg, in);
-    });
-    // fp64 sums over this rank's planes (the largest slab bounds them all),
-    // then the rank tree, declared as fp32 accumulation: the oracle models an
-    // fp32 output as its accumulator's last rounding, and fp64 sums rounded
-    // once to fp32 are within that bound.
-    std::int64_t dmax = 0;
-    for (int r = 0; r < n; ++r) dmax = std::max(dmax, slabs.size(r));
-    const std::int64_t m_local = g.c / g.groups * dmax * g.spatial[1] * g.spatial[2];
-    const ReductionPlan stats = combined(ReductionPlan::sequential(m_local, DType::fp32), n, DType::fp32);
-    const ReductionPlan chan =
-        combined(ReductionPlan::sequential(g.n * dmax * g.spatial[1] * g.spatial[2], DType::fp32), n, DType::fp32);
-    for (const auto& spec : outputs(whole))
-      o.reduction[std::string(name(spec.role))] =
-          spec.role == Role::dgamma || spec.role == Role::dbeta ? chan : stats;
-    return o;
-  }
-
   o.local_plan = agreed(comm, "planning " + what, [&] { return op.plan(o.local); });
-  auto run_local = [&](const std::map<Role, const Tensor*>& lin) {
-    return agreed(comm, "local " + what + " (" + op.name + ")", [&] { return op.run(o.local, o.local_plan, lin); });
-  };
   auto plan_of = [&](Role r) {
     auto it = o.local_plan.reduction.find(std::string(name(r)));
     if (it == o.local_plan.reduction.end()) throw ShardError("local plan declares no reduction for " + std::string(name(r)));
     return it->second;
   };
 
+  if (gn == GnStats::global) {
+    const auto& g = std::get<GroupNormProblem>(whole);
+    o.tensors = gn_global(comm, g, std::get<GroupNormProblem>(o.local), in, op, what);
+    // Every output rests on partials combined over the ranks and stored in
+    // fp32: the local plan's reduction with the rank tree as further splits.
+    for (const auto& spec : outputs(whole))
+      o.reduction[std::string(name(spec.role))] = combined(plan_of(spec.role), n, DType::fp32);
+    return o;
+  }
+
+  auto run_local = [&](const std::map<Role, const Tensor*>& lin) {
+    return agreed(comm, "local " + what + " (" + op.name + ")", [&] { return op.run(o.local, o.local_plan, lin); });
+  };
   if (const auto* g = std::get_if<GroupNormProblem>(&whole)) {
     o.tensors = run_local(in);
     for (const auto& spec : outputs(whole)) {

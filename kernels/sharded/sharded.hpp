@@ -31,11 +31,14 @@
 //   normalises its slab with its own statistics through the local operator;
 //   backward reduces dgamma and dbeta over the ranks as bwd_weight does.
 //   groupnorm global statistics (an option): the statistics of the whole
-//   volume. The kernel API has no "normalise with given statistics" entry,
-//   so this path is the adapter's own fp64 code on the host: per-shard
-//   moments (two-pass), combined with Chan's formula in the same fixed tree,
-//   normalisation evaluated in fp64 and rounded once; backward likewise with
-//   the group sums reduced in the tree.
+//   volume, through the local operator's two GroupNorm phases
+//   (kernels::groupnorm_partials / groupnorm_finish): each rank's kernel
+//   computes its slab's per-group moments (forward) or per-channel sums
+//   (backward, with the whole volume's mean and rstd); the ranks combine
+//   them in the fixed rank tree in fp64 (Chan's formula for moments), round
+//   once to fp32, and each rank's kernel finishes with the combined values:
+//   mean and rstd by the kernel's own formula, then y; or dx, dgamma and
+//   dbeta with the whole volume's group size.
 //
 // Slabs are of the forward's input x along D (conv_transpose3d's y slabs are
 // stride times larger). Activations (x, y, dx, dy) are passed and returned as
@@ -90,8 +93,14 @@ struct LocalOp {
   std::function<kernels::Support(const Problem&)> supported;
   std::function<kernels::Plan(const Problem&)> plan;
   std::function<std::map<Role, Tensor>(const Problem&, const kernels::Plan&, const std::map<Role, const Tensor*>&)> run;
+  // GroupNorm with global statistics (may be empty: route then declines
+  // GnStats::global): kernels::groupnorm_partials / groupnorm_finish.
+  std::function<Tensor(const GroupNormProblem&, const std::map<Role, const Tensor*>&)> gn_partials;
+  std::function<std::map<Role, Tensor>(const GroupNormProblem&, const std::map<Role, const Tensor*>&, const Tensor&,
+                                       std::int64_t)>
+      gn_finish;
 };
-// kernels::is_supported / plan / run.
+// kernels::is_supported / plan / run / groupnorm_partials / groupnorm_finish.
 LocalOp production_kernels();
 
 enum class GnStats : std::uint8_t { per_shard, global };
@@ -118,7 +127,8 @@ std::pair<std::int64_t, std::int64_t> role_planes(const Problem& whole, Role r, 
 
 // The collective routing decision. Every rank computes its local verdict
 // (splittable, slab count = ranks, slabs cover D, slab not thin, the local
-// operator supports its local problem; with GnStats::global only GroupNorm)
+// operator supports its local problem; with GnStats::global only GroupNorm,
+// through an operator with the GroupNorm phases that supports the whole problem too)
 // and all ranks agree on the minimum, with the reason of the lowest declining
 // rank ("rank 1: ..."). Ranks passing different problems or slabs decline too.
 kernels::Support route(MPI_Comm comm, const Problem& whole, const Slabs& slabs, const LocalOp& op,
@@ -126,7 +136,7 @@ kernels::Support route(MPI_Comm comm, const Problem& whole, const Slabs& slabs, 
 
 struct Output {
   std::map<Role, Tensor> tensors;  // by role, as described at the top of this file
-  Problem local;                   // what the local operator ran (GnStats::global: nothing ran)
+  Problem local;                   // what the local operator ran
   kernels::Plan local_plan;
   // Per output role, the reduction structure of the sharded result (the
   // local plan with the cross-rank sums as further splits whose partials are

@@ -1,11 +1,13 @@
 // GroupNorm kernels, properties that need no reference: fused ReLU equals ReLU
 // of the unfused output bit for bit, declines carry a reason, the plan is a
-// value, the boundary problems reach every plan value, the plan's limits.
+// value, the boundary problems reach every plan value, the plan's limits, and
+// the two-phase entry (partials, finish) of the sharded global statistics.
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "kernels/api.hpp"
+#include "reference/conv3d/ref.hpp"
 #include "reference/descriptor.hpp"
 #include "reference/digest.hpp"
 #include "reference/fill.hpp"
@@ -136,6 +138,44 @@ TEST(GroupNormKernel, PlanLimits) {
     EXPECT_GE(pl.params.at("chunks") * pl.params.at("chunk_rows"), g.spatial[0] * g.spatial[1] * g.spatial[2]) << d;
     EXPECT_EQ(pl.params.at("chunk_rows") % pl.params.at("rows_par"), 0) << d;
   }
+}
+
+// One part: partials then finish is run() bit for bit (every output, forward
+// and backward, one and several chunks, with and without affine and ReLU).
+TEST(GroupNormKernel, TwoPhasesOfOnePartAreTheRun) {
+  for (const char* d : {"groupnorm.fwd bf16 n2 c64 g8 d6 relu", "groupnorm.fwd fp32 n1 c6 g2 d40 h33 w9",
+                        "groupnorm.fwd fp16:fp16 n1 c32 g8 d4 noaffine", "groupnorm.bwd bf16 n2 c64 g8 d6 relu",
+                        "groupnorm.bwd fp32 n1 c6 g2 d40 h33 w9", "groupnorm.bwd fp16:fp32 n1 c32 g8 d4 noaffine relu"}) {
+    const Problem p = parse_descriptor(d);
+    const auto& g = std::get<GroupNormProblem>(p);
+    const ref::Outputs in = ref::make_inputs(p, parse_fill("signed", 7));
+    std::map<Role, const Tensor*> ip;
+    for (const auto& [r, t] : in) ip[r] = &t;
+    const auto whole = kernels::run(p, kernels::plan(p), ip);
+    const Tensor part = kernels::groupnorm_partials(g, ip);
+    EXPECT_EQ(part.dims(), (g.dir == GnDir::fwd ? Dims{g.n, g.groups, 3} : Dims{g.n, g.c, 2})) << d;
+    const auto two = kernels::groupnorm_finish(g, ip, part, g.group_size());
+    ASSERT_EQ(two.size(), whole.size()) << d;
+    for (const auto& [r, t] : whole) EXPECT_EQ(digest(two.at(r)), digest(t)) << d << " " << name(r);
+    // The group size enters the backward's coefficients: a larger whole
+    // volume changes dx.
+    if (g.dir == GnDir::bwd) {
+      EXPECT_NE(digest(kernels::groupnorm_finish(g, ip, part, 2 * g.group_size()).at(Role::dx)),
+                digest(whole.at(Role::dx)))
+          << d;
+    }
+  }
+}
+
+TEST(GroupNormKernel, FinishRefusesPartialsOfAnotherShape) {
+  const GroupNormProblem g = std::get<GroupNormProblem>(parse_descriptor("groupnorm.fwd fp32 n1 c8 g2 d4"));
+  const ref::Outputs in = ref::make_inputs(g, parse_fill("signed", 1));
+  std::map<Role, const Tensor*> ip;
+  for (const auto& [r, t] : in) ip[r] = &t;
+  EXPECT_THROW(kernels::groupnorm_finish(g, ip, Tensor(DType::fp32, {1, 2, 2}), g.group_size()), std::invalid_argument);
+  EXPECT_THROW(kernels::groupnorm_finish(g, ip, Tensor(DType::fp64, {1, 2, 3}), g.group_size()), std::invalid_argument);
+  EXPECT_THROW(kernels::groupnorm_finish(g, ip, Tensor(DType::fp32, {1, 2, 3}), g.group_size() - 1),
+               std::invalid_argument);
 }
 
 }  // namespace

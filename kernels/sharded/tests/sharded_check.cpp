@@ -101,7 +101,7 @@ LocalOp reference_op() {
 }
 
 LocalOp kernels_or_reference(MPI_Comm comm, const Problem& whole, const Slabs& slabs, GnStats gn) {
-  if (gn == GnStats::per_shard && route(comm, whole, slabs, production_kernels(), gn).ok) return production_kernels();
+  if (route(comm, whole, slabs, production_kernels(), gn).ok) return production_kernels();
   return reference_op();
 }
 
@@ -113,7 +113,7 @@ Verdict sharded_vs_whole(MPI_Comm comm, const Problem& whole, const Slabs& slabs
   std::ostringstream head;
   head << to_descriptor(whole) << " slabs " << to_string(slabs) << " fill " << fill_string(fill) << " seed "
        << fill.seed << (gn == GnStats::global ? " global statistics" : "") << ", local operator: "
-       << (gn == GnStats::global ? "adapter fp64 (global statistics)" : op.name);
+       << op.name;
   const std::map<Role, Tensor> in = ref::make_inputs(whole, fill);
   const Problem local = local_problem(whole, slabs, me);
   std::map<Role, Tensor> mine;  // this rank's inputs

@@ -81,7 +81,10 @@ TEST(Sharded, ConfigurationMatchesTheWholeVolume) {
       const std::string key = op_dir_name(p) + (gn ? (st == GnStats::global ? " (global)" : " (per-shard)") : "");
       auto& row = summary[key];
       row[0]++;
-      row[1] += op.name == "kernels" && st == GnStats::per_shard;
+      row[1] += op.name == "kernels";
+      if (gn) {
+        EXPECT_EQ(op.name, "kernels") << key << ": GroupNorm shards through the production kernels";
+      }
       row[2] += v.bitwise_elements > 0;
     }
   }
@@ -146,6 +149,35 @@ TEST(Sharded, CheckCatchesAMissingBoundaryGradient) {
   const test::Verdict v = test::sharded_vs_whole(MPI_COMM_WORLD, c, even_slabs(8, world_size()),
                                                  parse_fill("positive", 1), GnStats::per_shard, broken);
   EXPECT_FALSE(v.ok);
+}
+
+// Global statistics: the check fails when a rank finishes with its own
+// slab's partials instead of the combined ones (per-shard statistics under
+// the global name), and when the backward takes its slab's group size.
+TEST(Sharded, CheckCatchesGlobalStatisticsThatAreNot) {
+  if (world_size() < 2) GTEST_SKIP();
+  const Problem fwd = parse_descriptor("groupnorm.fwd fp32 n1 c8 g2 d8 h3 w3");
+  LocalOp own = production_kernels();
+  own.gn_finish = [](const GroupNormProblem& p, const std::map<Role, const Tensor*>& in, const Tensor&,
+                     std::int64_t whole) { return kernels::groupnorm_finish(p, in, kernels::groupnorm_partials(p, in), whole); };
+  // A positive fill whose slabs differ in mean (values grow along D).
+  EXPECT_FALSE(test::sharded_vs_whole(MPI_COMM_WORLD, fwd, even_slabs(8, world_size()), parse_fill("positive", 1),
+                                      GnStats::global, own)
+                   .ok);
+  const Problem bwd = parse_descriptor("groupnorm.bwd fp32 n1 c8 g2 d8 h3 w3");
+  LocalOp slab_size = production_kernels();
+  slab_size.gn_finish = [](const GroupNormProblem& p, const std::map<Role, const Tensor*>& in, const Tensor& c,
+                           std::int64_t) { return kernels::groupnorm_finish(p, in, c, p.group_size()); };
+  EXPECT_FALSE(test::sharded_vs_whole(MPI_COMM_WORLD, bwd, even_slabs(8, world_size()), parse_fill("signed", 2),
+                                      GnStats::global, slab_size)
+                   .ok);
+  // The same checks pass with the production phases.
+  EXPECT_TRUE(test::sharded_vs_whole(MPI_COMM_WORLD, fwd, even_slabs(8, world_size()), parse_fill("positive", 1),
+                                     GnStats::global, production_kernels())
+                  .ok);
+  EXPECT_TRUE(test::sharded_vs_whole(MPI_COMM_WORLD, bwd, even_slabs(8, world_size()), parse_fill("signed", 2),
+                                     GnStats::global, production_kernels())
+                  .ok);
 }
 
 // ---------------------------------------------------------------------------
