@@ -1,5 +1,6 @@
 #include "tools/bench_cmd.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +38,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string fmt(double v, int prec = 4) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(prec) << v;
+  return o.str();
+}
 
 // One arm of a comparison. setup() prepares a problem (returns why not, or
 // ""), check() judges its output once before timing, sample() returns the
@@ -211,7 +218,10 @@ class TorchArm : public Arm {
   TorchArm(const BenchCli& cli, std::string variant, std::size_t flush_bytes)
       : cli_(cli), variant_(std::move(variant)) {
     int in[2], out[2];
-    if (::pipe(in) != 0 || ::pipe(out) != 0) throw std::runtime_error("torch arm: pipe failed");
+    // Close-on-exec: a driver started later (the next arm) must not hold this
+    // one's pipe ends open, or closing them would never reach this driver.
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
+      throw std::runtime_error("torch arm: pipe failed");
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("torch arm: fork failed");
     if (pid_ == 0) {
@@ -286,8 +296,12 @@ class TorchArm : public Arm {
     const auto roles = gate::judge(p_, vendor_plan(p_), parse_fill("signed", cli_.seed), in_, got);
     std::string failed;
     for (const auto& rr : roles)
-      if (gate::is_failure(gate::verdict(rr.report)))
-        failed += (failed.empty() ? "" : ", ") + rr.role + " " + std::string(oracle::name(rr.report.state));
+      if (gate::is_failure(gate::verdict(rr.report))) {
+        const oracle::TierResult& t2 = rr.report.tier2;
+        failed += (failed.empty() ? "" : ", ") + rr.role + " " + std::string(oracle::name(rr.report.state)) +
+                  " (tier 2: " + std::to_string(t2.violations) + " of " + std::to_string(t2.checked) +
+                  " elements over the bound, largest error/bound " + fmt(t2.max_margin, 3) + ")";
+      }
     if (!failed.empty()) return "failed: " + failed + " (oracle with vendor_plan bounds)";
     return "passed (oracle, reductions bounded as any-order sequential sums)";
   }
@@ -337,11 +351,6 @@ struct ProblemResult {
   std::vector<ArmResult> arms;
 };
 
-std::string fmt(double v, int prec = 4) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(prec) << v;
-  return o.str();
-}
 
 // A plot of each ratio with its interval against 1 (log scale).
 std::string ratio_svg(const std::vector<ProblemResult>& results) {

@@ -95,7 +95,9 @@ def make_groupnorm(p, inputs):
 
     if p["dir"] == "fwd":
         def outputs():
-            y, mean, rstd = torch.ops.aten.native_group_norm(x.float(), weight, bias, n, c, d * h * w, g, eps)
+            # The aten kernel F.group_norm calls, on a contiguous copy (it
+            # takes no channels-last view; the values do not depend on it).
+            y, mean, rstd = torch.ops.aten.native_group_norm(x.float().contiguous(), weight, bias, n, c, d * h * w, g, eps)
             return {"y": F.relu(y) if relu else y, "mean": mean, "rstd": rstd}
         return (lambda: fwd(x, weight, bias)), outputs
     xr = x.detach().requires_grad_()
