@@ -496,7 +496,7 @@ int run_bench_command(const BenchCli& cli) {
       const bench::MmaPeak pk = bench::mma_peak(pr.atom);
       peaks[pr.atom] = pk;
       if (first)
-        std::cout << "matrix-core peak " << pk.atom << ": " << fmt(pk.tflops, 1) << " TFLOP/s (" << pk.instructions
+        std::cout << "matrix-core peak " << pk.atom << ": " << fmt(pk.tflops, pk.tflops < 1 ? 5 : 1) << " TFLOP/s (" << pk.instructions
                   << " instructions from registers in " << fmt(pk.ms, 3) << " ms)\n";
       pr.peak_tflops = pk.tflops;
       pr.roof_ms = std::max(pr.roof_ms, pr.flops / (pk.tflops * 1e9));
