@@ -192,6 +192,48 @@ AuditResult run_audit(const std::vector<Problem>& problems, const AuditOptions& 
   }
   if (opt.plant_nondeterministic) r.problems.push_back(audit_planted(opt));
 
+  // Plan purity under the environments only a fresh process can apply: each
+  // process plans every problem that was planned here.
+  if (opt.plan_process) {
+    std::vector<std::string> ds;
+    for (const auto& a : r.problems)
+      if (a.op != "planted" && (a.verdict == "deterministic" || a.verdict == "nondeterministic"))
+        ds.push_back(a.descriptor);
+    for (const ProcessEnv& env : plan_process_environments()) {
+      if (ds.empty()) break;
+      r.plan_process_envs.push_back(env.label);
+      std::map<std::string, nlohmann::json> got;
+      std::string error;
+      try {
+        got = opt.plan_process(ds, env);
+      } catch (const std::exception& e) {
+        error = e.what();
+        error = error.substr(0, error.find('\n'));
+      }
+      for (auto& a : r.problems) {
+        if (std::find(ds.begin(), ds.end(), a.descriptor) == ds.end()) continue;
+        std::string f;
+        const auto it = got.find(a.descriptor);
+        if (!error.empty()) {
+          f = "plan depends on the environment (" + env.label + ", fresh process): planning failed: " + error;
+        } else if (it == got.end()) {
+          f = "plan depends on the environment (" + env.label + ", fresh process): no plan returned";
+        } else {
+          const kernels::Plan base = kernels::plan(parse_descriptor(a.descriptor));
+          const kernels::Plan other = kernels::plan_from_json(it->second);
+          if (!(other == base))
+            f = "plan depends on the environment (" + env.label + ", fresh process): " + plan_diff(base, other);
+        }
+        if (f.empty()) continue;
+        a.findings.push_back(f);
+        if (a.verdict != "plan-impure") {
+          a.verdict = "plan-impure";
+          a.reason = f;
+        }
+      }
+    }
+  }
+
   // Fresh processes: each computes every audited problem's first run.
   if (opt.processes > 0 && opt.fresh_process) {
     std::vector<std::string> ds;
@@ -231,6 +273,17 @@ AuditResult run_audit(const std::vector<Problem>& problems, const AuditOptions& 
   return r;
 }
 
+std::set<std::string> AuditResult::plan_inputs() const {
+  std::set<std::string> s;
+  const std::string env = "plan depends on the environment (";
+  for (const auto& p : problems)
+    for (const auto& f : p.findings) {
+      if (f.rfind(env, 0) == 0) s.insert(f.substr(env.size(), f.find("):") - env.size()));
+      else if (f.rfind("plan of the problem built from its ", 0) == 0) s.insert("how the problem was built");
+    }
+  return s;
+}
+
 int AuditResult::failures() const {
   int n = control.caught() ? 0 : 1;
   for (const auto& p : problems) n += p.failed();
@@ -244,6 +297,8 @@ nlohmann::json AuditResult::to_json() const {
                    {"noise", options.noise ? Noise::description() : "off"},
                    {"run_environments", run_environments()},
                    {"plan_environments", plan_environments()},
+                   {"plan_process_environments", plan_process_envs},
+                   {"plan_depends_on", plan_inputs()},
                    {"fill", fill_string(audit_fill(options.seed))},
                    {"seed", options.seed},
                    {"seconds", seconds},
@@ -299,6 +354,17 @@ std::string summary(const AuditResult& r) {
       << row.unimpl << std::setw(9) << row.skipped << std::setw(14) << row.runs << "\n";
   for (const auto& p : r.problems)
     if (p.failed()) o << p.verdict << ": " << p.descriptor << "\n    " << p.reason << "\n";
+  // Plan purity: the inputs checked, and any the plans were found to read.
+  o << "\nplan inputs checked: how the problem was built (value, descriptor, JSON); in process:";
+  for (const auto& e : plan_environments()) o << " [" << e << "]";
+  o << "; fresh processes:";
+  if (r.plan_process_envs.empty()) o << " none";
+  for (const auto& e : r.plan_process_envs) o << " [" << e << "]";
+  const auto inputs = r.plan_inputs();
+  o << "\nplans depend on (besides the problem): ";
+  if (inputs.empty()) o << "nothing";
+  for (auto it = inputs.begin(); it != inputs.end(); ++it) o << (it == inputs.begin() ? "" : "; ") << *it;
+  o << "\n";
   o << "\nnegative control (" << (r.options.control_deterministic ? "no atomic, audit self-test" : "float atomic")
     << "): " << r.control.runs << " runs, " << r.control.digests.size() << " distinct digest(s): "
     << (r.control.caught() ? "caught" : "NOT caught, so this audit proved nothing") << "\n";

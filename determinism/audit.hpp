@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "determinism/audit_env.hpp"
 #include "kernels/api.hpp"
 #include "reference/fill.hpp"
 #include "reference/problem.hpp"
@@ -39,6 +40,12 @@ struct AuditOptions {
   // role -> digest map one fresh process computed (throws on failure).
   std::function<std::map<std::string, std::map<std::string, std::string>>(const std::vector<std::string>&)>
       fresh_process;
+  // Fresh-process planner: given the descriptors and one of
+  // plan_process_environments(), returns per descriptor the plan (JSON) a
+  // fresh process computed under it (throws on failure). Unset: only the
+  // in-process plan environments are checked.
+  std::function<std::map<std::string, nlohmann::json>(const std::vector<std::string>&, const ProcessEnv&)>
+      plan_process;
   // Tests of the audit itself: a control without the atomic (must make the
   // audit fail), and the float-atomic control planted as an audited kernel
   // (must be reported nondeterministic).
@@ -65,6 +72,10 @@ struct ControlAudit {
 struct AuditResult {
   std::string backend;
   AuditOptions options;
+  std::vector<std::string> plan_process_envs;  // labels of the fresh-process plan environments checked
+  // What a plan was found to depend on besides the problem (environment
+  // labels, or "how the problem was built"); empty when every plan is pure.
+  std::set<std::string> plan_inputs() const;
   std::vector<ProblemAudit> problems;
   ControlAudit control;
   double seconds = 0;

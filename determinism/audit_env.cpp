@@ -104,6 +104,32 @@ std::vector<std::string> plan_environments() {
 #endif
 }
 
+std::vector<ProcessEnv> plan_process_environments() {
+#if defined(__CUDACC__)
+  std::vector<ProcessEnv> e{
+      {"no visible device (CUDA_VISIBLE_DEVICES=)", {"CUDA_VISIBLE_DEVICES="}},
+      {"one hardware queue, eager module loading", {"CUDA_DEVICE_MAX_CONNECTIONS=1", "CUDA_MODULE_LOADING=EAGER"}},
+  };
+  int n = 0;
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 1)
+    e.push_back({"the last device (CUDA_VISIBLE_DEVICES=" + std::to_string(n - 1) + ")",
+                 {"CUDA_VISIBLE_DEVICES=" + std::to_string(n - 1)}});
+  return e;
+#elif defined(__HIP__)
+  std::vector<ProcessEnv> e{
+      {"no visible device (HIP_VISIBLE_DEVICES=, ROCR_VISIBLE_DEVICES=)", {"HIP_VISIBLE_DEVICES=", "ROCR_VISIBLE_DEVICES="}},
+  };
+  int n = 0;
+  if (hipGetDeviceCount(&n) == hipSuccess && n > 1)
+    e.push_back({"the last device (HIP_VISIBLE_DEVICES=" + std::to_string(n - 1) + ")",
+                 {"HIP_VISIBLE_DEVICES=" + std::to_string(n - 1)}});
+  return e;
+#else
+  return {{"KGATE_HOST_THREADS=1 KGATE_HOST_ORDER=reversed", {"KGATE_HOST_THREADS=1", "KGATE_HOST_ORDER=reversed"}},
+          {"KGATE_HOST_THREADS=3 KGATE_HOST_ORDER=shuffled", {"KGATE_HOST_THREADS=3", "KGATE_HOST_ORDER=shuffled"}}};
+#endif
+}
+
 struct EnvScope::Impl {
 #if !defined(__CUDACC__) && !defined(__HIP__)
   std::optional<rt::host::ScopedConfig> scope;

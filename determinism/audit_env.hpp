@@ -20,6 +20,17 @@ std::vector<std::string> run_environments();
 // backends: the device as it is (its properties cannot be varied).
 std::vector<std::string> plan_environments();
 
+// Plan environments only a fresh process can apply: what the runtime reads
+// once, at start-up. GPU backends: no visible device (a plan that read any
+// device property would fail or change), one hardware queue with eager
+// module loading, and on a host with several GPUs the last one; host: other
+// thread counts and workgroup orders from the environment variables.
+struct ProcessEnv {
+  std::string label;
+  std::vector<std::string> assignments;  // NAME=VALUE
+};
+std::vector<ProcessEnv> plan_process_environments();
+
 // Applies one environment (index into the list above) until destroyed;
 // `seed` picks the shuffled order's permutation.
 class EnvScope {

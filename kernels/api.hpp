@@ -71,6 +71,12 @@ struct RunOptions {
   // between its own pair of events. kernels/driver.hpp implements all of
   // the timing options for every kernel.
   std::function<void()> before_each;
+  // When set (with kernel_ms): the launch sequence is captured once as a
+  // graph (rt::Graph) and each timed sequence replays it, so that no host
+  // launch gap lies between its kernels; plain launches where the backend
+  // has no graphs (rt::has_graphs). step_ms is always timed with plain
+  // launches (events between the steps).
+  bool graph = false;
 };
 
 // Operator-directions with a production kernel in this build.

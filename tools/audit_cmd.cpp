@@ -47,6 +47,22 @@ std::map<std::string, std::map<std::string, std::string>> fresh_process(const st
   return nlohmann::json::parse(out).get<std::map<std::string, std::map<std::string, std::string>>>();
 }
 
+// One fresh process of this executable in --print-plans mode under `env`.
+std::map<std::string, nlohmann::json> fresh_plans(const std::vector<std::string>& ds, const determinism::ProcessEnv& env) {
+  std::string cmd = "env";
+  for (const auto& a : env.assignments) cmd += " " + shell_quote(a);
+  cmd += " " + shell_quote(self_exe()) + " audit --print-plans";
+  for (const auto& d : ds) cmd += " " + shell_quote(d);
+  FILE* f = ::popen(cmd.c_str(), "r");  // its error messages go to this process's stderr
+  if (!f) throw std::runtime_error("audit: cannot start a fresh process");
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, f)) out += buf;
+  const int rc = ::pclose(f);
+  if (rc != 0) throw std::runtime_error("the process exited with status " + std::to_string(rc));
+  return nlohmann::json::parse(out).get<std::map<std::string, nlohmann::json>>();
+}
+
 }  // namespace
 
 CLI::App* add_audit_command(CLI::App& app, AuditCli& cli) {
@@ -71,6 +87,8 @@ CLI::App* add_audit_command(CLI::App& app, AuditCli& cli) {
   c->add_option("--report", cli.report, "JSON report ('' writes none)")->capture_default_str();
   c->add_flag("--print-digests", cli.print_digests, "fresh-process mode: print each problem's digests as JSON")
       ->group("");
+  c->add_flag("--print-plans", cli.print_plans, "fresh-process mode: print each problem's launch plan as JSON")
+      ->group("");
   c->add_flag("--control-deterministic", cli.audit.control_deterministic,
               "test of the audit: the control without its atomic (the audit must fail)")->group("");
   c->add_flag("--plant-nondeterministic", cli.audit.plant_nondeterministic,
@@ -91,6 +109,12 @@ int run_audit_command(AuditCli cli) {
     std::cout << j.dump() << "\n";
     return 0;
   }
+  if (cli.print_plans) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const Problem& p : problems) j[to_descriptor(p)] = kernels::to_json(kernels::plan(p));
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
   if (cli.descriptors.empty()) {
     if (!cli.bitwise.empty() && !cli.no_bitwise)
       for (const Problem& p : select_bitwise(cli.bitwise, cli.selection.filters)) add(p);
@@ -99,6 +123,7 @@ int run_audit_command(AuditCli cli) {
   cli.audit.noise = !cli.no_noise;
   const std::uint64_t seed = cli.audit.seed;
   cli.audit.fresh_process = [seed](const std::vector<std::string>& ds) { return fresh_process(ds, seed); };
+  if (cli.audit.processes > 0) cli.audit.plan_process = fresh_plans;
   std::cout << "kgate audit: " << problems.size() << " problems, backend " << kernels::backend_name() << ", R "
             << cli.audit.repeats << ", P " << cli.audit.processes << ", noise "
             << (cli.audit.noise ? determinism::Noise::description() : "off") << "\n";

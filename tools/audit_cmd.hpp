@@ -21,6 +21,7 @@ struct AuditCli {
   bool no_bitwise = false;                // leave the bitwise corpus out
   std::string report = "kgate-audit.json";
   bool print_digests = false;             // fresh-process mode (internal)
+  bool print_plans = false;               // fresh-process mode (internal)
 };
 
 // Adds the subcommand and its options; returns it.

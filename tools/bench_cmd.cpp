@@ -1,5 +1,6 @@
 #include "tools/bench_cmd.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,6 +8,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -18,6 +22,7 @@
 #include "kernels/api.hpp"
 #include "reference/conv3d/ref.hpp"
 #include "reference/descriptor.hpp"
+#include "reference/digest.hpp"
 #include "reference/error.hpp"
 #include "reference/json.hpp"
 #include "reference/npy.hpp"
@@ -34,6 +39,12 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+std::string fmt(double v, int prec = 4) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(prec) << v;
+  return o.str();
+}
+
 // One arm of a comparison. setup() prepares a problem (returns why not, or
 // ""), check() judges its output once before timing, sample() returns the
 // time of one sample in ms.
@@ -45,6 +56,8 @@ class Arm {
   virtual std::string check() = 0;  // "passed", "failed: ...", "not checked: ..."
   virtual double sample() = 0;
   virtual std::string timer() const = 0;  // what the samples are timed with
+  // How each timed sequence is issued, for the report ("" where it does not apply).
+  virtual std::string launch() const { return ""; }
 };
 
 // kgate's production kernel on this build's backend, timed with the
@@ -57,6 +70,7 @@ class KgateArm : public Arm {
     return kernels::backend_name() == "host" ? "wall clock around each launch sequence (host events)"
                                              : "device events around each launch sequence";
   }
+  std::string launch() const override { return launch_; }
   std::string setup(const Problem& p) override {
     if (const auto s = kernels::is_supported(p); !s) return s.reason;
     p_ = p;
@@ -64,27 +78,52 @@ class KgateArm : public Arm {
     in_ = determinism::make_inputs(p, parse_fill("signed", cli_.seed));
     ptr_.clear();
     for (const auto& [r, t] : in_) ptr_[r] = &t;
-    // Warm-up (outside the numbers), then the sequences per sample.
+    // Warm-up with plain launches (outside the numbers), then the launch
+    // mode, then the sequences per sample.
     iters_ = 1;
-    const double t1 = run_timed();
+    graph_ = false;
+    std::map<Role, Tensor> plain, replayed;
+    const double t1 = run_timed(&plain);
+    const bool want = cli_.launch == "graph" || (cli_.launch == "auto" && t1 < kGraphBelowMs);
+    graph_ = want && bench::has_graphs();
+    std::ostringstream why;
+    why << std::setprecision(3) << (graph_ ? "graph replay" : "plain launches") << " (sequence " << t1 << " ms";
+    if (cli_.launch != "auto") why << "; --launch " << cli_.launch;
+    else why << (t1 < kGraphBelowMs ? " < " : " >= ") << kGraphBelowMs << " ms";
+    if (want && !graph_) why << "; this backend has no graphs";
+    why << ")";
+    launch_ = why.str();
+    // A replayed graph must leave the outputs the plain launches left.
+    graph_mismatch_.clear();
+    if (graph_) {
+      run_timed(&replayed);
+      for (const auto& [r, t] : plain)
+        if (!replayed.count(r) || digest(replayed.at(r)) != digest(t))
+          graph_mismatch_ += (graph_mismatch_.empty() ? "" : ", ") + std::string(kgate::name(r));
+    }
     iters_ = static_cast<int>(std::clamp(std::ceil(cli_.min_sample_ms / std::max(t1, 1e-6)), 1.0, 1000.0));
     return "";
   }
   std::string check() override {
+    if (!graph_mismatch_.empty())
+      return "failed: the graph replay's " + graph_mismatch_ + " differ from the plain launches' (bitwise)";
     const gate::Result r = gate::evaluate(p_, {parse_fill("signed", cli_.seed)}, 0);
-    if (!gate::is_failure(r.state)) return std::string(oracle::name(r.state));
+    const std::string graph_note = graph_ ? "; graph replay bitwise equal to plain launches" : "";
+    if (!gate::is_failure(r.state)) return std::string(oracle::name(r.state)) + graph_note;
     return "failed: " + std::string(oracle::name(r.state)) + " (repro: " + r.repro() + ")";
   }
-  double sample() override { return run_timed(); }
+  double sample() override { return run_timed(nullptr); }
 
  private:
-  double run_timed() {
+  double run_timed(std::map<Role, Tensor>* out) {
     double ms = 0;
     kernels::RunOptions opt;
     opt.kernel_ms = &ms;
     opt.timing_iters = iters_;
+    opt.graph = graph_;
     if (flush_) opt.before_each = [f = flush_] { (*f)(); };
-    kernels::run(p_, plan_, ptr_, opt);
+    auto o = kernels::run(p_, plan_, ptr_, opt);  // the outputs of the last timed sequence
+    if (out) *out = std::move(o);
     return ms;
   }
   const BenchCli& cli_;
@@ -94,6 +133,8 @@ class KgateArm : public Arm {
   std::map<Role, Tensor> in_;
   std::map<Role, const Tensor*> ptr_;
   int iters_ = 1;
+  bool graph_ = false;
+  std::string launch_, graph_mismatch_;
 };
 
 // The fp64 reference (fast implementation) on the host, wall clock.
@@ -124,14 +165,63 @@ class RefArm : public Arm {
   ref::Outputs in_;
 };
 
+// The plan the oracle judges a vendor library's output with: the roles and
+// term counts of kgate's plan for the problem, each reduction as one
+// sequential loop over all its terms (the widest bound of any summation
+// order: every term passes through at most that many roundings), in the
+// mma_sm90 model (16 products per instruction, truncated) for a bf16/fp16
+// convolution, whose library runs it on tensor cores, and IEEE
+// round-to-nearest otherwise.
+kernels::Plan vendor_plan(const Problem& p) {
+  kernels::Plan pl = kernels::plan(p);
+  const auto* c = std::get_if<ConvProblem>(&p);
+  const bool tensor_cores = c && (c->src == DType::bf16 || c->src == DType::fp16);
+  for (auto& [role, r] : pl.reduction) {
+    ReductionPlan v = ReductionPlan::sequential(r.length * r.splits, r.acc);
+    v.epilogue_ops = r.epilogue_ops;
+    if (tensor_cores) {
+      v.model = AccumModel::mma_sm90;
+      v.chunk = 16;
+    }
+    r = v;
+  }
+  return pl;
+}
+
+// A scratch folder for the files the torch driver and kgate exchange,
+// removed with everything in it when the arm goes.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "kgate-bench-XXXXXX").string();
+    if (!::mkdtemp(t.data())) throw std::runtime_error("torch arm: cannot create a scratch folder under " + t);
+    path_ = t;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // PyTorch through tools/bench_torch.py: one JSON request per line on its
-// stdin, one JSON answer per line on its stdout.
+// stdin, one JSON answer per line on its stdout. It runs on kgate's inputs,
+// handed over as raw files, and hands its outputs back the same way for the
+// oracle.
 class TorchArm : public Arm {
  public:
   TorchArm(const BenchCli& cli, std::string variant, std::size_t flush_bytes)
       : cli_(cli), variant_(std::move(variant)) {
     int in[2], out[2];
-    if (::pipe(in) != 0 || ::pipe(out) != 0) throw std::runtime_error("torch arm: pipe failed");
+    // Close-on-exec: a driver started later (the next arm) must not hold this
+    // one's pipe ends open, or closing them would never reach this driver.
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
+      throw std::runtime_error("torch arm: pipe failed");
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("torch arm: fork failed");
     if (pid_ == 0) {
@@ -158,15 +248,63 @@ class TorchArm : public Arm {
   std::string name() const override { return variant_; }
   std::string timer() const override { return "CUDA events in PyTorch (" + info_ + ")"; }
   std::string setup(const Problem& p) override {
+    p_ = p;
+    in_ = ref::make_inputs(p, parse_fill("signed", cli_.seed));
+    nlohmann::json inputs = nlohmann::json::object();
+    for (const auto& [role, t] : in_) {
+      const std::string path = scratch_.path() + "/" + std::string(kgate::name(role)) + ".bin";
+      write_file_atomic(path, std::string(static_cast<const char*>(t.data()), static_cast<std::size_t>(t.nbytes())));
+      inputs[std::string(kgate::name(role))] = {{"path", path}, {"dtype", std::string(kgate::name(t.dtype()))}, {"dims", t.dims()}};
+    }
     const auto r = request({{"cmd", "setup"},
                             {"problem", to_json(p)},
                             {"descriptor", to_descriptor(p)},
                             {"variant", variant_},
                             {"min_sample_ms", cli_.min_sample_ms},
-                            {"flush", !cli_.no_flush}});
+                            {"flush", !cli_.no_flush},
+                            {"inputs", inputs}});
     return r.value("ok", false) ? "" : r.value("reason", std::string("setup failed"));
   }
-  std::string check() override { return "not checked: the torch driver returns no outputs"; }
+  // The timed call once more on kgate's inputs; every output judged by the
+  // oracle against the fp64 reference with vendor_plan's bounds.
+  std::string check() override {
+    if (const auto s = kernels::is_supported(p_); !s)
+      return "not checked: no kgate plan gives the output roles' term counts (" + s.reason + ")";
+    nlohmann::json want = nlohmann::json::object();
+    for (const auto& s : outputs(p_)) want[std::string(kgate::name(s.role))] = std::string(kgate::name(s.dtype));
+    const auto r = request({{"cmd", "check"}, {"out_dir", scratch_.path()}, {"outputs", want}});
+    std::map<Role, Tensor> got;
+    for (const auto& s : outputs(p_)) {
+      const std::string role(kgate::name(s.role));
+      const auto& o = r.at("outputs");
+      if (!o.contains(role)) return "failed: the torch driver returned no " + role;
+      const std::string native = o.at(role).value("native_dtype", std::string());
+      const auto nd = parse_dtype(native);
+      if (!nd || significand_bits(*nd) < significand_bits(s.dtype))
+        return "not checked: PyTorch computes " + role + " in " + native + ", the problem asks for " +
+               std::string(kgate::name(s.dtype));
+      Tensor t(s.dtype, s.dims);
+      std::uintmax_t size = 0;
+      std::ifstream in = open_regular_file(o.at(role).at("path").get<std::string>(), size);
+      if (size != static_cast<std::uintmax_t>(t.nbytes()))
+        return "failed: the torch driver's " + role + " has " + std::to_string(size) + " bytes, not " +
+               std::to_string(t.nbytes());
+      in.read(static_cast<char*>(t.data()), static_cast<std::streamsize>(size));
+      if (!in) return "failed: cannot read the torch driver's " + role;
+      got.emplace(s.role, std::move(t));
+    }
+    const auto roles = gate::judge(p_, vendor_plan(p_), parse_fill("signed", cli_.seed), in_, got);
+    std::string failed;
+    for (const auto& rr : roles)
+      if (gate::is_failure(gate::verdict(rr.report))) {
+        const oracle::TierResult& t2 = rr.report.tier2;
+        failed += (failed.empty() ? "" : ", ") + rr.role + " " + std::string(oracle::name(rr.report.state)) +
+                  " (tier 2: " + std::to_string(t2.violations) + " of " + std::to_string(t2.checked) +
+                  " elements over the bound, largest error/bound " + fmt(t2.max_margin, 3) + ")";
+      }
+    if (!failed.empty()) return "failed: " + failed + " (oracle with vendor_plan bounds)";
+    return "passed (oracle, reductions bounded as any-order sequential sums)";
+  }
   double sample() override { return request({{"cmd", "sample"}}).at("ms").get<double>(); }
 
  private:
@@ -187,13 +325,16 @@ class TorchArm : public Arm {
   }
   const BenchCli& cli_;
   std::string variant_, info_;
+  ScratchDir scratch_;
+  Problem p_;
+  std::map<Role, Tensor> in_;
   pid_t pid_ = -1;
   FILE* to_ = nullptr;
   FILE* from_ = nullptr;
 };
 
 struct ArmResult {
-  std::string arm, check, skipped, timer;
+  std::string arm, check, skipped, timer, launch;
   std::vector<double> samples;
   stats::Interval time, ratio;  // ratio: to the first timed arm, paired per round
   bool has_ratio = false;
@@ -202,17 +343,14 @@ struct ArmResult {
 struct ProblemResult {
   std::string descriptor, op;
   double flops = 0, bytes = 0, roof_ms = 0;
+  std::string atom;        // the MMA atom kgate's plan uses ("" for none)
+  double peak_tflops = 0;  // that atom's measured peak
   int calls_per_step = 0;
   int rounds = 0;
   std::string stop;
   std::vector<ArmResult> arms;
 };
 
-std::string fmt(double v, int prec = 4) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(prec) << v;
-  return o.str();
-}
 
 // A plot of each ratio with its interval against 1 (log scale).
 std::string ratio_svg(const std::vector<ProblemResult>& results) {
@@ -281,6 +419,9 @@ CLI::App* add_bench_command(CLI::App& app, BenchCli& cli) {
       ->check(CLI::Range(0.0, 1e5))->capture_default_str();
   c->add_flag("--no-flush", cli.no_flush, "no cache flush between timed sequences (the report says so)");
   c->add_flag("--no-check", cli.no_check, "skip the oracle check before timing (the report says so)");
+  c->add_option("--launch", cli.launch,
+                "kgate arm: graph (replay a captured graph), plain, or auto (graph below 1 ms per sequence)")
+      ->check(CLI::IsMember({"auto", "graph", "plain"}))->capture_default_str();
   c->add_flag("--ceilings", cli.ceilings, "also print the streaming ceilings (read, write, widening, single-read bound)");
   c->add_option("--seed", cli.seed, "seed of the signed fill")->capture_default_str();
   c->add_option("--json", cli.json, "JSON report ('' writes none)")->capture_default_str();
@@ -323,7 +464,9 @@ int run_bench_command(const BenchCli& cli) {
   std::cout << "; backend " << kernels::backend_name() << "; cache "
             << (flush ? "flushed before each timed sequence (" + std::to_string(flush->bytes() >> 20) + " MiB)"
                       : std::string("NOT flushed (--no-flush)"))
-            << "; oracle check " << (cli.no_check ? "SKIPPED (--no-check)" : "before timing") << "\n";
+            << "; oracle check " << (cli.no_check ? "SKIPPED (--no-check)" : "before timing") << "; kgate launches "
+            << (cli.launch == "auto" ? "auto (graph replay below " + fmt(kGraphBelowMs, 1) + " ms per sequence)" : cli.launch)
+            << (bench::has_graphs() ? "" : " (no graphs on this backend: plain)") << "\n";
   std::cout << "copy bandwidth " << fmt(copy, 1) << " GB/s (" << (bench::default_copy_bytes() >> 20)
             << " MiB device-to-device, read + write)\n";
   std::vector<bench::Ceiling> ceilings;
@@ -337,14 +480,27 @@ int run_bench_command(const BenchCli& cli) {
 
   int failures = 0;
   std::vector<ProblemResult> results;
+  std::map<std::string, bench::MmaPeak> peaks;
   for (const Problem& p : problems) {
     ProblemResult pr;
     pr.descriptor = to_descriptor(p);
     pr.op = op_dir_name(p);
     pr.flops = flops(p);
     pr.bytes = static_cast<double>(min_bytes(p));
-    pr.roof_ms = pr.bytes / (copy * 1e6);  // bandwidth roof; no matrix-core roof for these operators yet
+    pr.roof_ms = pr.bytes / (copy * 1e6);  // bandwidth roof
     pr.calls_per_step = calls.count(pr.descriptor) ? calls.at(pr.descriptor) : 0;
+    // Matrix-core problems: the atom's measured peak is a second roof.
+    if (kernels::is_supported(p)) pr.atom = bench::atom_of_variant(kernels::plan(p).variant);
+    if (!pr.atom.empty()) {
+      const bool first = !peaks.count(pr.atom);
+      const bench::MmaPeak pk = bench::mma_peak(pr.atom);
+      peaks[pr.atom] = pk;
+      if (first)
+        std::cout << "matrix-core peak " << pk.atom << ": " << fmt(pk.tflops, pk.tflops < 1 ? 5 : 1) << " TFLOP/s (" << pk.instructions
+                  << " instructions from registers in " << fmt(pk.ms, 3) << " ms)\n";
+      pr.peak_tflops = pk.tflops;
+      pr.roof_ms = std::max(pr.roof_ms, pr.flops / (pk.tflops * 1e9));
+    }
     std::vector<Arm*> live;
     for (const auto& a : arms) {
       ArmResult ar;
@@ -352,6 +508,7 @@ int run_bench_command(const BenchCli& cli) {
       ar.timer = a->timer();
       try {
         ar.skipped = a->setup(p);
+        ar.launch = a->launch();
         if (ar.skipped.empty()) {
           ar.check = cli.no_check ? "skipped (--no-check)" : a->check();
           if (ar.check.rfind("failed", 0) == 0) {
@@ -414,7 +571,8 @@ int run_bench_command(const BenchCli& cli) {
   std::cout << "\n"
             << std::left << std::setw(46) << "problem" << std::setw(10) << "arm" << std::right << std::setw(11)
             << "time ms" << std::setw(24) << "95% interval" << std::setw(9) << "TFLOP/s" << std::setw(9) << "GB/s"
-            << std::setw(7) << "%roof" << std::setw(30) << "ratio to first [95%]" << std::setw(7) << "n"
+            << std::setw(7) << "%roof" << std::setw(7) << "%mma" << std::setw(30) << "ratio to first [95%]"
+            << std::setw(7) << "n"
             << "  stop\n";
   for (const auto& pr : results) {
     for (const auto& a : pr.arms) {
@@ -426,7 +584,9 @@ int run_bench_command(const BenchCli& cli) {
       const double ms = a.time.center;
       std::cout << std::setw(11) << fmt(ms) << std::setw(24) << ("[" + fmt(a.time.lo) + ", " + fmt(a.time.hi) + "]")
                 << std::setw(9) << fmt(pr.flops / (ms * 1e9), 3) << std::setw(9) << fmt(pr.bytes / (ms * 1e6), 1)
-                << std::setw(7) << fmt(100 * pr.roof_ms / ms, 1) << std::setw(30)
+                << std::setw(7) << fmt(100 * pr.roof_ms / ms, 1) << std::setw(7)
+                << (pr.peak_tflops > 0 ? fmt(100 * pr.flops / (ms * 1e9) / pr.peak_tflops, 1) : std::string("-"))
+                << std::setw(30)
                 << (a.has_ratio ? fmt(a.ratio.center, 3) + " [" + fmt(a.ratio.lo, 3) + ", " + fmt(a.ratio.hi, 3) + "]"
                                 : std::string("-"))
                 << std::setw(7) << a.samples.size() << "  " << pr.stop << "\n";
@@ -447,7 +607,16 @@ int run_bench_command(const BenchCli& cli) {
   }
   std::cout << "\ntime: geometric mean of the samples (the median under log-symmetric noise); intervals: Student t "
                "on log times; ratios: paired per round\n"
-            << "%roof: the problem's minimum bytes at the copy bandwidth, as a share of the time\n";
+            << "%roof: the problem's roof time (its minimum bytes at the copy bandwidth or, on matrix cores, its FLOP at "
+               "the atom's measured peak, whichever is longer) as a share of the time\n"
+            << "%mma: TFLOP/s as a share of the measured peak of the MMA atom kgate's plan uses (a library on other "
+               "instructions may exceed it)\n";
+  for (const auto& pr : results)
+    for (const auto& a : pr.arms)
+      if (!a.launch.empty() && a.skipped.empty()) std::cout << "launch: " << pr.descriptor << " | " << a.arm << " | " << a.launch << "\n";
+  for (const auto& pr : results)
+    for (const auto& a : pr.arms)
+      if (!a.check.empty()) std::cout << "check: " << pr.descriptor << " | " << a.arm << " | " << a.check << "\n";
 
   nlohmann::json j{{"backend", kernels::backend_name()},
                    {"copy_gbps", copy},
@@ -463,14 +632,19 @@ int run_bench_command(const BenchCli& cli) {
   j["ceilings"] = nlohmann::json::array();
   for (const auto& c : ceilings)
     j["ceilings"].push_back({{"name", c.name}, {"ms", c.ms}, {"gbps", c.gbps}, {"share_of_copy", c.share_of_copy}});
+  j["mma_peaks"] = nlohmann::json::array();
+  for (const auto& [atom, pk] : peaks)
+    j["mma_peaks"].push_back({{"atom", atom}, {"tflops", pk.tflops}, {"ms", pk.ms}, {"instructions", pk.instructions}});
   j["problems"] = nlohmann::json::array();
   for (const auto& pr : results) {
     nlohmann::json jp{{"problem", pr.descriptor}, {"op", pr.op},         {"flops", pr.flops},
                       {"min_bytes", pr.bytes},    {"roof_ms", pr.roof_ms}, {"rounds", pr.rounds},
                       {"stop", pr.stop},          {"calls_per_step", pr.calls_per_step}};
+    if (!pr.atom.empty()) jp["mma"] = {{"atom", pr.atom}, {"peak_tflops", pr.peak_tflops}};
     jp["arms"] = nlohmann::json::array();
     for (const auto& a : pr.arms) {
       nlohmann::json ja{{"arm", a.arm}, {"timer", a.timer}, {"check", a.check}};
+      if (!a.launch.empty()) ja["launch"] = a.launch;
       if (!a.skipped.empty()) {
         ja["not_timed"] = a.skipped;
       } else {
@@ -480,6 +654,7 @@ int run_bench_command(const BenchCli& cli) {
         ja["tflops"] = pr.flops / (a.time.center * 1e9);
         ja["gbps"] = pr.bytes / (a.time.center * 1e6);
         ja["share_of_roof"] = pr.roof_ms / a.time.center;
+        if (pr.peak_tflops > 0) ja["share_of_mma_peak"] = pr.flops / (a.time.center * 1e9) / pr.peak_tflops;
         if (a.has_ratio) ja["ratio"] = {{"center", a.ratio.center}, {"lo", a.ratio.lo}, {"hi", a.ratio.hi}};
       }
       jp["arms"].push_back(ja);

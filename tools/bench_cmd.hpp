@@ -23,10 +23,18 @@ struct BenchCli {
   int min_rounds = 5, max_rounds = 1000;
   double min_sample_ms = 1;             // one sample's timed sequences add up to at least this
   bool no_flush = false, no_check = false, ceilings = false;
+  // kgate arm: "graph" replays the launch sequence as a captured graph,
+  // "plain" launches it, "auto" replays sequences under kGraphBelowMs.
+  std::string launch = "auto";
   std::uint64_t seed = 1;
   std::string json = "kgate-bench.json", svg;
   std::string python = "python3", torch_driver;
 };
+
+// auto launch mode: a sequence shorter than this is replayed as a graph (a
+// few microseconds of launch gap per kernel are then no longer a visible
+// share of it); a longer one is launched plainly.
+inline constexpr double kGraphBelowMs = 1.0;
 
 CLI::App* add_bench_command(CLI::App& app, BenchCli& cli);
 // Exit code: 0, 1 when an arm failed its oracle check, 2 on bad input.

@@ -1,5 +1,8 @@
 #include "tools/bench_device.hpp"
 
+#include <map>
+#include <stdexcept>
+
 #include "kernels/runtime/runtime.hpp"
 
 namespace kgate::bench {
@@ -68,6 +71,110 @@ KGATE_KERNEL_BOUNDS(write_ceiling, kBenchThreads, std::uint64_t units, F32x4* ou
   }
 }
 
+// Matrix-core peak: every wave runs kPeakChains independent accumulator
+// chains of `iters` atoms each on constant operands (1/16: no overflow in any
+// accumulation); the sum is stored only if it is a value no run produces, so
+// the loop cannot be dropped.
+constexpr int kPeakChains = 4;
+constexpr int kPeakWaves = 4;  // per block
+template <class Atom>
+KGATE_KERNEL(mma_peak_loop, int iters, float* out) {
+  namespace mma = rt::mma;
+  using Op = rt::mma::operand_t<Atom>;
+  constexpr bool kHalf = sizeof(Op) == 2;
+  // 1/16 in the operand's format: bf16 0x3d80, fp16 0x2c00, fp32 0.0625f.
+  const Op one16 = [] {
+    if constexpr (kHalf) return static_cast<Op>(Atom::type == rt::MmaType::bf16 ? 0x3d80u : 0x2c00u);
+    else return static_cast<Op>(0.0625f);
+  }();
+  const auto a = mma::load_a<Atom>([&](int, int) { return one16; });
+  const auto b = mma::load_b<Atom>([&](int, int) { return one16; });
+  mma::c_frag<Atom> acc[kPeakChains];
+  for (int c = 0; c < kPeakChains; ++c) acc[c] = mma::zero_c<Atom>();
+  for (int it = 0; it < iters; ++it)
+    for (int c = 0; c < kPeakChains; ++c) acc[c] = mma::mma<Atom>(a, b, acc[c]);
+  float s = 0.0f;
+  for (int c = 0; c < kPeakChains; ++c)
+    for (int r = 0; r < Atom::c().regs(); ++r) s += acc[c][r];
+  if (s == -1.0f) out[0] = s;
+}
+
+template <class... A>
+struct AtomList {};
+#if defined(__HIP__)
+using BackendAtoms = AtomList<rt::mma::gfx942_32x32x8_bf16, rt::mma::gfx942_32x32x8_f16, rt::mma::gfx942_16x16x16_bf16,
+                              rt::mma::gfx942_16x16x16_f16, rt::mma::gfx942_32x32x2_f32, rt::mma::gfx942_16x16x4_f32,
+                              rt::mma::gfx942_32x32x4_xf32, rt::mma::gfx942_16x16x8_xf32>;
+#elif defined(__CUDACC__)
+using BackendAtoms = AtomList<rt::mma::sm90_m16n8k16_bf16, rt::mma::sm90_m16n8k16_f16, rt::mma::sm90_m16n8k8_bf16,
+                              rt::mma::sm90_m16n8k8_f16>;
+#else
+using BackendAtoms = AtomList<rt::mma::gfx942_32x32x8_bf16, rt::mma::gfx942_32x32x8_f16, rt::mma::gfx942_16x16x16_bf16,
+                              rt::mma::gfx942_16x16x16_f16, rt::mma::gfx942_32x32x2_f32, rt::mma::gfx942_16x16x4_f32,
+                              rt::mma::gfx942_32x32x4_xf32, rt::mma::gfx942_16x16x8_xf32, rt::mma::sm90_m16n8k16_bf16,
+                              rt::mma::sm90_m16n8k16_f16, rt::mma::sm90_m16n8k8_bf16, rt::mma::sm90_m16n8k8_f16>;
+#endif
+
+// Whether this backend runs Atom (the host: only its configured target's).
+template <class Atom>
+bool runs_atom() {
+#if !defined(__CUDACC__) && !defined(__HIP__)
+  return Atom::target == rt::host::config().target;
+#else
+  return true;
+#endif
+}
+
+template <class F>
+double time_ms(F&& f, int iters);
+
+template <class Atom>
+MmaPeak measure_peak() {
+  // Devices: enough blocks for several per compute unit on any current GPU,
+  // a loop long enough that the launch is a small share; the emulator: one
+  // block and a short loop (its rate is a few hundred M MAC/s per core).
+  const unsigned blocks = kHost ? 1u : 8192u;
+  const int iters = kHost ? 8 : 2048;
+  rt::DeviceBuffer<float> out(1);
+  rt::LaunchConfig cfg;
+  cfg.grid = rt::dim3(blocks);
+  cfg.block = rt::dim3(static_cast<unsigned>(Atom::lanes * kPeakWaves));
+  const double ms = time_ms([&] { KGATE_LAUNCH((mma_peak_loop<Atom>), cfg, iters, out.data()); }, kHost ? 1 : 5);
+  MmaPeak p;
+  p.atom = Atom::name;
+  p.ms = ms;
+  p.instructions = static_cast<std::uint64_t>(blocks) * kPeakWaves * kPeakChains * static_cast<std::uint64_t>(iters);
+  p.tflops = static_cast<double>(p.instructions) * 2.0 * Atom::M * Atom::N * Atom::K / (ms * 1e9);
+  return p;
+}
+
+template <class... A>
+std::vector<std::string> atom_names(AtomList<A...>) {
+  std::vector<std::string> v;
+  (
+      [&] {
+        if (runs_atom<A>()) v.emplace_back(A::name);
+      }(),
+      ...);
+  return v;
+}
+
+template <class... A>
+MmaPeak peak_of(AtomList<A...>, const std::string& name) {
+  MmaPeak p;
+  bool found = false;
+  (
+      [&] {
+        if (!found && runs_atom<A>() && name == A::name) {
+          p = measure_peak<A>();
+          found = true;
+        }
+      }(),
+      ...);
+  if (!found) throw std::invalid_argument("mma peak: this backend runs no atom named '" + name + "'");
+  return p;
+}
+
 template <class F>
 double time_ms(F&& f, int iters) {
   f();
@@ -81,6 +188,23 @@ double time_ms(F&& f, int iters) {
 }
 
 }  // namespace
+
+std::vector<std::string> mma_atoms() { return atom_names(BackendAtoms{}); }
+
+MmaPeak mma_peak(const std::string& atom) {
+  static std::map<std::string, MmaPeak> cache;
+  auto it = cache.find(atom);
+  if (it == cache.end()) it = cache.emplace(atom, peak_of(BackendAtoms{}, atom)).first;
+  return it->second;
+}
+
+std::string atom_of_variant(const std::string& variant) {
+  for (const auto& a : mma_atoms())
+    if (variant.find(a) != std::string::npos) return a;
+  return "";
+}
+
+bool has_graphs() { return rt::has_graphs; }
 
 double copy_gbps(std::size_t bytes, int iters) {
   rt::DeviceBuffer<std::byte> a(bytes), b(bytes);

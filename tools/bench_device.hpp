@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,30 @@ struct Ceiling {
 // a widening pass in which the fraction f of x held on chip is not loaded
 // again, for f = 0, 1/4, ..., 1. Shares are of `copy` (GB/s).
 std::vector<Ceiling> streaming_ceilings(std::size_t bytes, int iters, double copy);
+
+// The matrix-core peak of one MMA atom (kernels/runtime/mma.hpp) on this
+// backend: a loop of the atom on operands held in registers, several
+// independent accumulators per wave (so that the instruction's latency is
+// hidden), over enough waves to fill the device. On the host backend: the
+// emulator's rate for the atom of its configured target.
+struct MmaPeak {
+  std::string atom;   // Atom::name, e.g. "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+  double tflops = 0;  // 2*M*N*K per instruction
+  double ms = 0;      // one timed launch
+  std::uint64_t instructions = 0;
+};
+// Names of the atoms this backend runs (host: those of the configured target).
+std::vector<std::string> mma_atoms();
+// The peak of the atom named `atom` (one of mma_atoms()); measured once per
+// process, then cached.
+MmaPeak mma_peak(const std::string& atom);
+// The atom a launch plan uses: the first of mma_atoms() whose name appears in
+// its variant (the kernels name their atom there), or "" for none.
+std::string atom_of_variant(const std::string& variant);
+
+// Whether the backend replays captured launch sequences as graphs (CUDA,
+// HIP); elsewhere RunOptions::graph means plain launches.
+bool has_graphs();
 
 // Overwrites a buffer larger than the device's last-level cache on each
 // call, so that the next timed sequence does not start from cache.

@@ -268,7 +268,13 @@ class Stream {
 };
 
 namespace detail {
-inline cudaStream_t native(Stream* s) { return s ? s->native() : nullptr; }
+// The stream a Graph is capturing on this thread (null: none). While one
+// is, every operation that names no stream goes to it and is captured.
+inline cudaStream_t& capture_stream() {
+  static thread_local cudaStream_t s = nullptr;
+  return s;
+}
+inline cudaStream_t native(Stream* s) { return s ? s->native() : capture_stream(); }
 }  // namespace detail
 
 class Event {
@@ -293,29 +299,69 @@ float elapsed_ms(const Event& start, const Event& stop);
 
 inline void device_synchronize() { detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
+// A launch sequence recorded once and replayed as one unit (CUDA graph), so
+// that no host launch gap lies between its kernels. The constructor calls
+// `record` with every operation this thread issues without naming a stream
+// captured instead of run; replay() runs the captured work on the default
+// stream, in order with the work around it. `record` may only launch kernels
+// and issue fills and device-to-device copies (no synchronisation).
+inline constexpr bool has_graphs = true;
+class Graph {
+ public:
+  template <class F>
+  explicit Graph(F&& record) {
+    Stream s(true);  // the legacy default stream cannot be captured
+    detail::check(cudaStreamBeginCapture(s.native(), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    detail::capture_stream() = s.native();
+    cudaGraph_t g = nullptr;
+    try {
+      record();
+    } catch (...) {
+      detail::capture_stream() = nullptr;
+      (void)cudaStreamEndCapture(s.native(), &g);
+      if (g) (void)cudaGraphDestroy(g);
+      throw;
+    }
+    detail::capture_stream() = nullptr;
+    detail::check(cudaStreamEndCapture(s.native(), &g), "cudaStreamEndCapture");
+    const auto e = cudaGraphInstantiate(&exec_, g, 0);
+    (void)cudaGraphDestroy(g);
+    detail::check(e, "cudaGraphInstantiate");
+  }
+  ~Graph() {
+    if (exec_) (void)cudaGraphExecDestroy(exec_);
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void replay() { detail::check(cudaGraphLaunch(exec_, nullptr), "cudaGraphLaunch"); }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 // Copies and fills (section 9) on a stream: asynchronous on a stream,
-// synchronous on the default one.
+// synchronous on the default one (asynchronous while a Graph captures).
 inline void copy_h2d(void* dst, const void* src, std::size_t bytes, Stream* s) {
-  if (s)
-    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s->native()), "cudaMemcpyAsync(h2d)");
+  if (s || detail::capture_stream())
+    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, detail::native(s)), "cudaMemcpyAsync(h2d)");
   else
     detail::check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(h2d)");
 }
 inline void copy_d2h(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr) {
-  if (s)
-    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s->native()), "cudaMemcpyAsync(d2h)");
+  if (s || detail::capture_stream())
+    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, detail::native(s)), "cudaMemcpyAsync(d2h)");
   else
     detail::check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy(d2h)");
 }
 inline void copy_d2d(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr) {
-  if (s)
-    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s->native()), "cudaMemcpyAsync(d2d)");
+  if (s || detail::capture_stream())
+    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, detail::native(s)), "cudaMemcpyAsync(d2d)");
   else
     detail::check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy(d2d)");
 }
 inline void device_memset(void* dst, int byte, std::size_t bytes, Stream* s = nullptr) {
-  if (s)
-    detail::check(cudaMemsetAsync(dst, byte, bytes, s->native()), "cudaMemsetAsync");
+  if (s || detail::capture_stream())
+    detail::check(cudaMemsetAsync(dst, byte, bytes, detail::native(s)), "cudaMemsetAsync");
   else
     detail::check(cudaMemset(dst, byte, bytes), "cudaMemset");
 }

@@ -248,7 +248,13 @@ class Stream {
 };
 
 namespace detail {
-inline hipStream_t native(Stream* s) { return s ? s->native() : nullptr; }
+// The stream a Graph is capturing on this thread (null: none). While one
+// is, every operation that names no stream goes to it and is captured.
+inline hipStream_t& capture_stream() {
+  static thread_local hipStream_t s = nullptr;
+  return s;
+}
+inline hipStream_t native(Stream* s) { return s ? s->native() : capture_stream(); }
 }  // namespace detail
 
 class Event {
@@ -273,29 +279,69 @@ float elapsed_ms(const Event& start, const Event& stop);
 
 inline void device_synchronize() { detail::check(hipDeviceSynchronize(), "hipDeviceSynchronize"); }
 
+// A launch sequence recorded once and replayed as one unit (HIP graph), so
+// that no host launch gap lies between its kernels. The constructor calls
+// `record` with every operation this thread issues without naming a stream
+// captured instead of run; replay() runs the captured work on the default
+// stream, in order with the work around it. `record` may only launch kernels
+// and issue fills and device-to-device copies (no synchronisation).
+inline constexpr bool has_graphs = true;
+class Graph {
+ public:
+  template <class F>
+  explicit Graph(F&& record) {
+    Stream s(true);  // the legacy default stream cannot be captured
+    detail::check(hipStreamBeginCapture(s.native(), hipStreamCaptureModeThreadLocal), "hipStreamBeginCapture");
+    detail::capture_stream() = s.native();
+    hipGraph_t g = nullptr;
+    try {
+      record();
+    } catch (...) {
+      detail::capture_stream() = nullptr;
+      (void)hipStreamEndCapture(s.native(), &g);
+      if (g) (void)hipGraphDestroy(g);
+      throw;
+    }
+    detail::capture_stream() = nullptr;
+    detail::check(hipStreamEndCapture(s.native(), &g), "hipStreamEndCapture");
+    const auto e = hipGraphInstantiate(&exec_, g, nullptr, nullptr, 0);
+    (void)hipGraphDestroy(g);
+    detail::check(e, "hipGraphInstantiate");
+  }
+  ~Graph() {
+    if (exec_) (void)hipGraphExecDestroy(exec_);
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void replay() { detail::check(hipGraphLaunch(exec_, nullptr), "hipGraphLaunch"); }
+
+ private:
+  hipGraphExec_t exec_ = nullptr;
+};
+
 // Copies and fills (section 9) on a stream: asynchronous on a stream,
-// synchronous on the default one.
+// synchronous on the default one (asynchronous while a Graph captures).
 inline void copy_h2d(void* dst, const void* src, std::size_t bytes, Stream* s) {
-  if (s)
-    detail::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyHostToDevice, s->native()), "hipMemcpyAsync(h2d)");
+  if (s || detail::capture_stream())
+    detail::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyHostToDevice, detail::native(s)), "hipMemcpyAsync(h2d)");
   else
     detail::check(hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice), "hipMemcpy(h2d)");
 }
 inline void copy_d2h(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr) {
-  if (s)
-    detail::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, s->native()), "hipMemcpyAsync(d2h)");
+  if (s || detail::capture_stream())
+    detail::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, detail::native(s)), "hipMemcpyAsync(d2h)");
   else
     detail::check(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost), "hipMemcpy(d2h)");
 }
 inline void copy_d2d(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr) {
-  if (s)
-    detail::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, s->native()), "hipMemcpyAsync(d2d)");
+  if (s || detail::capture_stream())
+    detail::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, detail::native(s)), "hipMemcpyAsync(d2d)");
   else
     detail::check(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToDevice), "hipMemcpy(d2d)");
 }
 inline void device_memset(void* dst, int byte, std::size_t bytes, Stream* s = nullptr) {
-  if (s)
-    detail::check(hipMemsetAsync(dst, byte, bytes, s->native()), "hipMemsetAsync");
+  if (s || detail::capture_stream())
+    detail::check(hipMemsetAsync(dst, byte, bytes, detail::native(s)), "hipMemsetAsync");
   else
     detail::check(hipMemset(dst, byte, bytes), "hipMemset");
 }

@@ -22,7 +22,8 @@
 //   9. Memory          device_malloc/free, copy_h2d/d2h/d2d, device_memset;
 //                      load_wide/store_wide (widest aligned accesses),
 //                      load_once/store_once (cache hints, plain semantics)
-//  10. Streams/events  Stream, Event, elapsed_ms, device_synchronize
+//  10. Streams/events  Stream, Event, elapsed_ms, device_synchronize, Graph
+//                      (has_graphs: a launch sequence captured and replayed)
 //  11. Launch          LaunchConfig, launch, KGATE_LAUNCH
 //
 // A kernel is written once:

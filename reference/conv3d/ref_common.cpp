@@ -6,6 +6,7 @@
 #include <exception>
 #include <mutex>
 
+#include "reference/conv3d/ref_isa.hpp"
 #include "reference/error.hpp"
 
 namespace kgate::ref {
@@ -109,6 +110,7 @@ Tensor f64_like(const Dims& dims) { return Tensor(DType::fp64, dims); }
 // ---------------------------------------------------------------------------
 
 int ref_threads() {
+  detail::require_ref_isa();  // links the start-up ISA check into every user
   if (const char* e = std::getenv("KGATE_REF_THREADS")) {
     const int v = std::atoi(e);
     if (v >= 1) return v;

@@ -1,10 +1,14 @@
 # Runs `kgate bench` on the host backend with a tiny budget (two arms, the
-# first with a kernel, one problem the kernels decline) and checks the report:
-# every timed arm has samples, an interval around its centre, the second arm
-# a paired ratio, a stop reason; the untimed arm says why; the cache and
-# oracle-check settings are stated.
-execute_process(COMMAND ${KGATE} bench --arm kgate --arm ref --budget 0.5 --min-rounds 3 --max-rounds 20
+# first with a kernel, one problem the kernels decline, one on matrix cores)
+# and checks the report: every timed arm has samples, an interval around its
+# centre, the second arm a paired ratio, a stop reason; the untimed arm says
+# why; the cache and oracle-check settings and the launch mode are stated
+# (graphs asked for, plain launches on the host, which has none);
+# the matrix-core problem names its atom, whose measured peak is in the
+# report, and its arms' share of that peak.
+execute_process(COMMAND ${KGATE} bench --arm kgate --arm ref --budget 0.5 --min-rounds 3 --max-rounds 20 --launch graph
                 --json ${OUT} "groupnorm.fwd bf16 n1 c16 g4 d8 relu" "groupnorm.fwd fp64:fp64 n1 c16 g4 d4"
+                "conv3d.fwd bf16 n1 c32 k32 d4 kd3 p1"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}${err}")
 if(NOT rc EQUAL 0)
@@ -37,6 +41,22 @@ foreach(a 0 1)
     message(FATAL_ERROR "arm ${a}: n ${n} (samples ${ns}), interval [${lo}, ${c}, ${hi}]")
   endif()
 endforeach()
+get(launch problems 0 arms 0 launch)
+if(NOT launch MATCHES "^plain launches [(]sequence .* ms; --launch graph; this backend has no graphs[)]$")
+  message(FATAL_ERROR "the kgate arm's launch mode: '${launch}'")
+endif()
+get(atom problems 2 mma atom)
+get(peak problems 2 mma peak_tflops)
+get(patom mma_peaks 0 atom)
+get(ptf mma_peaks 0 tflops)
+get(share problems 2 arms 0 share_of_mma_peak)
+if(NOT atom STREQUAL patom OR NOT peak EQUAL ptf OR NOT peak GREATER 0 OR NOT share GREATER 0)
+  message(FATAL_ERROR "matrix-core problem: atom '${atom}' peak ${peak}; peaks[0] '${patom}' ${ptf}; share ${share}")
+endif()
+string(JSON nomma ERROR_VARIABLE e GET "${j}" problems 0 mma)
+if(NOT e)
+  message(FATAL_ERROR "a GroupNorm problem names a matrix-core atom: ${nomma}")
+endif()
 get(arm0check problems 0 arms 0 check)
 if(NOT arm0check STREQUAL "passed")
   message(FATAL_ERROR "the kgate arm's oracle check: ${arm0check}")

@@ -133,6 +133,31 @@ TEST(Api, EventsMeasureElapsedTime) {
   rt::device_synchronize();
 }
 
+// A Graph records without running and runs its sequence once per replay (the
+// host has no graphs: the recording is the callable; the devices capture it).
+KGATE_KERNEL(add_one, int* out) {
+  if (rt::thread_idx().x == 0) out[0] += 1;
+}
+
+TEST(Api, GraphReplaysItsSequence) {
+  rt::host::ScopedConfig sc(rt::test::test_config());
+  rt::DeviceBuffer<int> out(1);
+  rt::device_memset(out.data(), 0, sizeof(int));
+  int recorded = 0;
+  rt::Graph g([&] {
+    ++recorded;
+    KGATE_LAUNCH(add_one, (rt::LaunchConfig{1, 64}), out.data());
+    KGATE_LAUNCH(add_one, (rt::LaunchConfig{1, 64}), out.data());
+  });
+  EXPECT_FALSE(rt::has_graphs);
+  EXPECT_EQ(out.download()[0], 0) << "constructing a graph ran its sequence";
+  g.replay();
+  g.replay();
+  rt::device_synchronize();
+  EXPECT_EQ(out.download()[0], 4);
+  EXPECT_EQ(recorded, 2);
+}
+
 // A register tile of 32 KiB per work-item fits the fiber stack.
 KGATE_KERNEL(big_frame, float* out) {
   float tile[8192];
