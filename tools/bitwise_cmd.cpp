@@ -85,8 +85,8 @@ std::vector<BitwiseResult> bitwise_results(const std::string& path) {
       }
     } catch (const std::bad_alloc&) {
       throw gate::RunError(e.descriptor + ": out of memory in the bitwise corpus; an error of the run, not a verdict");
-    } catch (const rt::OutOfMemory&) {
-      throw gate::RunError(e.descriptor + ": out of memory in the bitwise corpus; an error of the run, not a verdict");
+    } catch (const rt::OutOfMemory& oom) {
+      throw gate::RunError(e.descriptor + ": " + oom.what() + " in the bitwise corpus; an error of the run, not a verdict");
     } catch (const std::exception& ex) {
       r.state = oracle::State::failed;
       out << "bitwise: " << e.descriptor << ": kernel run failed: " << ex.what() << "\n";

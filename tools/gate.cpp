@@ -106,9 +106,9 @@ namespace {
 
 std::string out_of_memory(const Problem& p, const std::string& descriptor, const std::string& cause = "out of memory") {
   return descriptor + ": " + cause + " (estimated footprint " +
-         std::to_string(static_cast<std::int64_t>(footprint_bytes(p)) >> 20) + " MiB, available " +
+         std::to_string(static_cast<std::int64_t>(footprint_bytes(p)) >> 20) + " MiB; " +
          std::to_string(static_cast<std::int64_t>(available_memory()) >> 20) +
-         " MiB); an error of the run, not a verdict on the kernel";
+         " MiB of host memory available); an error of the run, not a verdict on the kernel";
 }
 
 }  // namespace
@@ -170,8 +170,8 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
       throw;
     } catch (const std::bad_alloc&) {
       throw RunError(out_of_memory(p, r.descriptor));
-    } catch (const rt::OutOfMemory&) {
-      throw RunError(out_of_memory(p, r.descriptor));
+    } catch (const rt::OutOfMemory& e) {
+      throw RunError(out_of_memory(p, r.descriptor, e.what()));
     } catch (const std::exception& e) {
       // No thread, or no memory for one: the machine's limits, not the kernel.
       if (const auto* sys = dynamic_cast<const std::system_error*>(&e);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "reference/dtype.hpp"  // KGATE_HD, kgate::bf16, kgate::fp16
 
@@ -58,6 +59,17 @@ class OutOfMemory : public Error {
  public:
   using Error::Error;
 };
+
+// The one wording of a failed device allocation on every backend: `call`
+// (cudaMalloc, hipMalloc, the host's device_malloc) refused `bytes` for
+// `reason`. OutOfMemory when the API reported a lack of memory, Error for
+// any other failure.
+[[noreturn]] inline void allocation_failed(const char* call, std::size_t bytes, bool out_of_memory,
+                                           const std::string& reason) {
+  std::string what = std::string(call) + " could not allocate " + std::to_string(bytes) + " bytes: " + reason;
+  if (out_of_memory) throw OutOfMemory(std::move(what));
+  throw Error(std::move(what));
+}
 
 // Launch geometry. lds_bytes is the dynamic LDS size (static LDS is declared
 // in the kernel with KGATE_LDS).

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "kernels/runtime/common.hpp"
+#include "kernels/runtime/cuda_status.hpp"
 
 namespace kgate::rt {
 
@@ -218,7 +219,10 @@ void copy_h2d(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr
 
 inline void* device_malloc(std::size_t bytes) {
   void* p = nullptr;
-  detail::check(cudaMalloc(&p, bytes), "cudaMalloc(" + std::to_string(bytes) + ")");
+  if (const cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) {
+    (void)cudaGetLastError();  // consumed here, so that the next launch check does not report it
+    detail::cuda_malloc_failed(e, bytes, cudaGetErrorString(e));
+  }
   const unsigned long long n = bytes / 2;
   if (n) {
     detail::poison_fill<0><<<static_cast<unsigned>((n + 255) / 256), 256>>>(static_cast<unsigned short*>(p), n);

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "kernels/runtime/common.hpp"
+#include "kernels/runtime/hip_status.hpp"
 
 namespace kgate::rt {
 
@@ -200,7 +201,10 @@ void copy_h2d(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr
 
 inline void* device_malloc(std::size_t bytes) {
   void* p = nullptr;
-  detail::check(hipMalloc(&p, bytes), "hipMalloc(" + std::to_string(bytes) + ")");
+  if (const hipError_t e = hipMalloc(&p, bytes); e != hipSuccess) {
+    (void)hipGetLastError();  // consumed here, so that the next launch check does not report it
+    detail::hip_malloc_failed(e, bytes, hipGetErrorString(e));
+  }
   const unsigned long long n = bytes / 2;
   if (n) {
     hipLaunchKernelGGL(detail::poison_fill<0>, ::dim3(static_cast<unsigned>((n + 255) / 256)), ::dim3(256), 0, 0,

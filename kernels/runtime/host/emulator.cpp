@@ -12,6 +12,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,21 @@
 #include <vector>
 
 #include "kernels/runtime/runtime.hpp"
+
+// AddressSanitizer is told about every switch between a thread's own stack
+// and a work-item's fiber stack (see `switch_start` below); a build without
+// ASan compiles none of it.
+#if defined(__SANITIZE_ADDRESS__)
+#define KGATE_ASAN_FIBERS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KGATE_ASAN_FIBERS 1
+#endif
+#endif
+#ifdef KGATE_ASAN_FIBERS
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 namespace ctx = boost::context;
 
@@ -283,10 +299,12 @@ void check_all_guards(const char* kernel) {
 
 void* device_malloc(std::size_t bytes) {
   using namespace host::detail;
+  if (bytes > std::numeric_limits<std::size_t>::max() - 3 * kGuard)  // the rounding and the guards would wrap
+    allocation_failed("device_malloc", bytes, true, "larger than the address space");
   const std::size_t data = (bytes + kGuard - 1) / kGuard * kGuard;
   const std::size_t total = kGuard + data + kGuard;
   auto* base = static_cast<unsigned char*>(std::aligned_alloc(kGuard, total));
-  if (!base) throw OutOfMemory("device_malloc(" + std::to_string(bytes) + "): out of host memory");
+  if (!base) allocation_failed("device_malloc", bytes, true, "out of host memory");
   host::detail::fill_poison(base, total);
   std::lock_guard lk(g_mem_mutex);
   g_allocs[reinterpret_cast<std::uintptr_t>(base + kGuard)] = Allocation{base, bytes, total};
@@ -360,13 +378,59 @@ enum class State : std::uint8_t { idle, ready, at_barrier, at_wave, done, failed
 
 struct Executor;
 
+// The extent of a stack, for the sanitizer's switch annotations.
+struct StackSpan {
+  const void* bottom = nullptr;
+  std::size_t size = 0;
+};
+
+// A switch to the stack `to` is about to happen: ASan saves the current
+// stack's fake frames in *fake (fake == nullptr: the current stack is never
+// resumed again and its fake frames are released). Called right before the
+// switch; `switch_finish` is the first thing the code on the other stack does.
+inline void switch_start(void** fake, const StackSpan& to) {
+#ifdef KGATE_ASAN_FIBERS
+  __sanitizer_start_switch_fiber(fake, to.bottom, to.size);
+#else
+  (void)fake, (void)to;
+#endif
+}
+
+// The switch is complete: ASan restores this stack's fake frames (`fake`,
+// as saved by the switch_start that left it; nullptr on a stack's first
+// entry) and reports the stack that was left in *from (unless nullptr).
+inline void switch_finish(void* fake, StackSpan* from) {
+#ifdef KGATE_ASAN_FIBERS
+  __sanitizer_finish_switch_fiber(fake, from ? &from->bottom : nullptr, from ? &from->size : nullptr);
+#else
+  (void)fake, (void)from;
+#endif
+}
+
+// The fiber stacks: Boost's guarded stacks. Frames that never returned
+// (Boost's entry frame) leave poison in ASan's shadow of a stack; it is
+// cleared before the memory is unmapped, so that a later stack mapped at the
+// same address starts clean.
+struct FiberStack {
+  ctx::protected_fixedsize_stack stacks;
+  ctx::stack_context allocate() { return stacks.allocate(); }
+  void deallocate(ctx::stack_context& s) noexcept {
+#ifdef KGATE_ASAN_FIBERS
+    __asan_unpoison_memory_region(static_cast<char*>(s.sp) - s.size, s.size);
+#endif
+    stacks.deallocate(s);
+  }
+};
+
 struct Item : Lane {
   Executor* ex = nullptr;
   ctx::fiber fiber;   // the work-item while it is suspended
   ctx::fiber caller;  // the scheduler while the work-item runs
+  StackSpan stack;    // the fiber's stack
   State state = State::idle;
   bool started = false;  // has begun the current job
   bool cancel = false;
+  bool retire = false;   // the fiber returns (and its stack is freed) when next resumed
   std::source_location site;  // barrier or wave-op site while waiting
   WaveExec op = nullptr;
   const char* what = nullptr;
@@ -409,15 +473,13 @@ struct Executor {
   std::vector<Shadow> shadow;
   std::uint32_t epoch = 0;     // bumps at each barrier and workgroup
   std::uint32_t wg_epoch = 0;  // barrier epochs within this workgroup
+  StackSpan thread_stack;      // this executor's thread's own stack (the scheduler's)
 
-  ~Executor() {
-    // Unwind idle fibers (they sit at the bottom of their loop).
-    for (Item* it : items) it->fiber = ctx::fiber();
-  }
+  ~Executor() { retire_all(); }
 
   void ensure_items(std::size_t n, std::size_t stack) {
     if (stack != stack_bytes) {
-      for (Item* it : items) it->fiber = ctx::fiber();
+      retire_all();
       items.clear();
       blocks.clear();
       stack_bytes = stack;
@@ -426,35 +488,80 @@ struct Executor {
       if (items.size() % 64 == 0) blocks.push_back(std::make_unique<Item[]>(64));
       Item* raw = &blocks.back()[items.size() % 64];
       raw->ex = this;
-      raw->fiber = ctx::fiber(std::allocator_arg, ctx::protected_fixedsize_stack(stack),
+      FiberStack stacks{ctx::protected_fixedsize_stack(stack)};
+      ctx::stack_context sc = stacks.allocate();
+      raw->stack = StackSpan{static_cast<const char*>(sc.sp) - sc.size, sc.size};
+      // Boost enters the new stack once (its entry frame, which must not
+      // land on this stack's fake frames) and comes straight back;
+      // fiber_main starts at the first resume. ASan's books then place this
+      // code on the new stack, so a bookkeeping switch puts them back.
+      void* fake = nullptr;
+      switch_start(&fake, raw->stack);
+      raw->fiber = ctx::fiber(std::allocator_arg, ctx::preallocated(sc.sp, sc.size, sc), std::move(stacks),
                               [raw](ctx::fiber&& c) { return fiber_main(raw, std::move(c)); });
+      StackSpan own;
+      switch_finish(fake, &own);
+      switch_start(&fake, own);
+      switch_finish(fake, nullptr);
       items.push_back(raw);
     }
   }
 
+  // A work-item's whole life on its fiber: one job per resume from idle,
+  // until it is retired. Every return to the scheduler is `to_scheduler`.
   static ctx::fiber fiber_main(Item* it, ctx::fiber&& c) {
+    switch_finish(nullptr, &it->ex->thread_stack);
     it->caller = std::move(c);
-    for (;;) {
+    while (!it->retire) {
       try {
         it->ex->launch->job.invoke(it->ex->launch->job.ctx);
         it->state = State::done;
       } catch (const ctx::detail::forced_unwind&) {
-        throw;  // the fiber is being destroyed
+        throw;  // the fiber is being destroyed without having been retired
       } catch (const Cancel&) {
         it->state = State::done;
       } catch (...) {
         it->error = std::current_exception();
         it->state = State::failed;
       }
-      it->caller = std::move(it->caller).resume();
+      if (!it->retire) to_scheduler(it);
     }
+    // Returning ends the fiber: Boost switches to the scheduler and frees
+    // this stack, which is never resumed again.
+    switch_start(nullptr, it->ex->thread_stack);
+    return std::move(it->caller);
   }
 
+  // Switches from the work-item's fiber back to the scheduler (in resume).
+  static void to_scheduler(Item* it) {
+    void* fake = nullptr;
+    switch_start(&fake, it->ex->thread_stack);
+    it->caller = std::move(it->caller).resume();
+    switch_finish(fake, &it->ex->thread_stack);
+  }
+
+  // Runs the work-item until its next scheduling point (or the end of its job).
   void resume(Item* it) {
     current = it;
     it->started = true;
+    void* fake = nullptr;
+    switch_start(&fake, it->stack);
     it->fiber = std::move(it->fiber).resume();
+    switch_finish(fake, nullptr);
     current = nullptr;
+  }
+
+  // Ends every fiber: each one is resumed once more (one still inside a job
+  // is cancelled at its scheduling point) and returns from fiber_main, so
+  // that its stack is left by an annotated switch rather than by Boost's
+  // forced unwinding.
+  void retire_all() {
+    for (Item* it : items) {
+      if (!it->fiber) continue;
+      it->retire = true;
+      it->cancel = true;
+      resume(it);
+    }
   }
 
   std::string wi_name(const Item* it) const { return "work-item " + fmt_dim(it->tid); }
@@ -628,7 +735,7 @@ Item* current_item(const char* what) {
 }
 
 void suspend(Item* it) {
-  it->caller = std::move(it->caller).resume();
+  Executor::to_scheduler(it);
   if (it->cancel) throw Cancel{};
 }
 
