@@ -417,6 +417,17 @@ KGATE_UNROLL
 template <class T>
 KGATE_DEVICE std::uint16_t bits_of(T v) { return v.bits; }
 
+// V consecutive 16-bit elements of an LDS array from index i (a multiple of
+// V) in one aligned read, as an MMA fragment run.
+template <int V>
+KGATE_DEVICE rt::mma::frag<std::uint16_t, V> run_of(const rt::lds_array<std::uint16_t>& l, int i) {
+  const Pack<std::uint16_t, V> p = l.template load<Pack<std::uint16_t, V>>(i);
+  rt::mma::frag<std::uint16_t, V> f;
+KGATE_UNROLL
+  for (int e = 0; e < V; ++e) f[e] = p.v[e];
+  return f;
+}
+
 template <class Atom, class Tin, class Tout, bool kScatter>
 KGATE_KERNEL_BOUNDS(conv_mma, kMmaThreads, GemmArgs a) {
   namespace mma = kgate::rt::mma;
@@ -427,6 +438,11 @@ KGATE_KERNEL_BOUNDS(conv_mma, kMmaThreads, GemmArgs a) {
   constexpr int kAPass = kMmaBM / kARows;                               // A loads per work-item
   constexpr int kBLoads = kMmaBN * kMmaBK / kMmaVec / kMmaThreads;      // B loads per work-item
   constexpr int kBRow = kMmaBN / kMmaVec;                               // scatter: loads per B row
+  // Fragment reads along K: the atom's K runs (at most 4 elements, 8 bytes),
+  // one aligned LDS read each (rows of LDK elements keep them aligned).
+  constexpr int kRunA = mma::a_k_run<Atom> < 4 ? mma::a_k_run<Atom> : 4;
+  constexpr int kRunB = mma::b_k_run<Atom> < 4 ? mma::b_k_run<Atom> : 4;
+  static_assert(TT::LDK % 4 == 0 && Atom::K % 4 == 0);
   const Geom& g = a.g;
   const int t = static_cast<int>(rt::thread_idx().x);
   // The family as one GEMM: rows decode over extents `ext`; at tap e row i
@@ -561,13 +577,13 @@ KGATE_UNROLL
       mma::b_frag<Atom> bf[TT::AN];
 KGATE_UNROLL
       for (int u = 0; u < TT::AM; ++u)
-        af[u] = mma::load_a<Atom>([&](int i, int k) -> std::uint16_t {
-          return sA[abase + (u * Atom::M + i) * TT::LDK + kk * Atom::K + k];
+        af[u] = mma::load_a_run<Atom, kRunA>([&](int i, int k) {
+          return run_of<kRunA>(sA, abase + (u * Atom::M + i) * TT::LDK + kk * Atom::K + k);
         });
 KGATE_UNROLL
       for (int v = 0; v < TT::AN; ++v)
-        bf[v] = mma::load_b<Atom>([&](int k, int j) -> std::uint16_t {
-          return sB[bbase + (wn * TT::WTN + v * Atom::N + j) * TT::LDK + kk * Atom::K + k];
+        bf[v] = mma::load_b_run<Atom, kRunB>([&](int k, int j) {
+          return run_of<kRunB>(sB, bbase + (wn * TT::WTN + v * Atom::N + j) * TT::LDK + kk * Atom::K + k);
         });
 KGATE_UNROLL
       for (int u = 0; u < TT::AM; ++u)
