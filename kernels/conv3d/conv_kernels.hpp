@@ -150,7 +150,7 @@ KGATE_UNROLL
 
 // Row m of a GEMM over M = n * ext[0] * ext[1] * ext[2] positions: its batch
 // index b and coordinates i.
-KGATE_DEVICE void decode_row(std::int64_t m, const std::int32_t (&ext)[3], std::int64_t& b, std::int64_t (&i)[3]) {
+[[gnu::always_inline]] KGATE_DEVICE void decode_row(std::int64_t m, const std::int32_t (&ext)[3], std::int64_t& b, std::int64_t (&i)[3]) {
   i[2] = m % ext[2]; m /= ext[2];
   i[1] = m % ext[1]; m /= ext[1];
   i[0] = m % ext[0];
@@ -168,12 +168,16 @@ KGATE_UNROLL
   }
 }
 
+// The helpers below are always inlined: called from several kernels, the
+// gfx942 compiler otherwise may keep them as calls whose ABI costs scalar
+// registers (spills in conv_scatter).
+
 // (r mod s) for any sign of r, s > 0.
 KGATE_HD constexpr std::int64_t pos_mod(std::int64_t r, std::int64_t s) { return ((r % s) + s) % s; }
 
 // Stride phase z of the scatter family (grid z): per axis its residue ph and
 // the number T of large positions on its lattice.
-KGATE_DEVICE void phase_of(const Geom& g, std::int32_t z, std::int32_t (&ph)[3], std::int32_t (&T)[3]) {
+[[gnu::always_inline]] KGATE_DEVICE void phase_of(const Geom& g, std::int32_t z, std::int32_t (&ph)[3], std::int32_t (&T)[3]) {
   ph[2] = z % g.stride[2]; z /= g.stride[2];
   ph[1] = z % g.stride[1];
   ph[0] = z / g.stride[1];
@@ -186,7 +190,7 @@ KGATE_UNROLL
 // quadruples, o = (ph + pad - k*dil) / stride the source offset of the
 // lattice position (at most kMaxPhaseTaps: is_supported); returns the count.
 // One work-item lists them for its workgroup.
-KGATE_DEVICE std::int32_t list_phase_taps(const Geom& g, const std::int32_t (&ph)[3], const rt::lds_array<std::int32_t>& ptap) {
+[[gnu::always_inline]] KGATE_DEVICE std::int32_t list_phase_taps(const Geom& g, const std::int32_t (&ph)[3], const rt::lds_array<std::int32_t>& ptap) {
   std::int32_t count = 0;
   for (std::int32_t k0 = 0; k0 < g.K[0]; ++k0) {
     const std::int32_t r0 = ph[0] + g.pad[0] - k0 * g.dil[0];
@@ -208,9 +212,16 @@ KGATE_DEVICE std::int32_t list_phase_taps(const Geom& g, const std::int32_t (&ph
   return count;
 }
 
+// The element offset of channel 0 of the large position ph + stride * t of
+// batch b (a scatter output row with phase coordinates t).
+[[gnu::always_inline]] KGATE_DEVICE std::int64_t lattice_offset(const Geom& g, const std::int32_t (&ph)[3], std::int64_t b, const std::int64_t (&t)[3]) {
+  const std::int64_t j0 = ph[0] + g.stride[0] * t[0], j1 = ph[1] + g.stride[1] * t[1], j2 = ph[2] + g.stride[2] * t[2];
+  return (((b * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl;
+}
+
 // The element offset of channel 0 of output row m: on the small side
 // (contract) row m itself; on the large side (scatter) the lattice position
-// ph + stride * t of row m's phase coordinates t (extents T).
+// of row m's phase coordinates (extents T).
 template <bool kScatter>
 KGATE_DEVICE std::int64_t out_row(const Geom& g, const std::int32_t (&ph)[3], const std::int32_t (&T)[3], std::int64_t m) {
   if constexpr (!kScatter) {
@@ -218,8 +229,7 @@ KGATE_DEVICE std::int64_t out_row(const Geom& g, const std::int32_t (&ph)[3], co
   } else {
     std::int64_t b, i[3];
     decode_row(m, T, b, i);
-    const std::int64_t j0 = ph[0] + g.stride[0] * i[0], j1 = ph[1] + g.stride[1] * i[1], j2 = ph[2] + g.stride[2] * i[2];
-    return (((b * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl;
+    return lattice_offset(g, ph, b, i);
   }
 }
 
@@ -232,18 +242,17 @@ KGATE_DEVICE void put_output(Tout* O, const Tin* B, std::int64_t row, std::int64
   O[row + c] = from_f32<Tout>(y);
 }
 
-// A portable register tile's outputs: rows m0 + u that exist (rv), columns
-// c0 + v below ncols of group grp.
-template <bool kScatter, class Tin, class Tout>
-KGATE_DEVICE void store_tile(const GemmArgs& a, const std::int32_t (&ph)[3], const std::int32_t (&T)[3], std::int64_t m0,
-                             const bool (&rv)[kTM], std::int64_t grp, std::int64_t c0, std::int64_t ncols,
-                             const float (&acc)[kTM][kTN]) {
+// A portable register tile's outputs: the rows that exist (rv) at element
+// offsets row_of(u), columns c0 + v below ncols of group grp.
+template <class Tin, class Tout, class RowOf>
+KGATE_DEVICE void store_tile(const GemmArgs& a, RowOf&& row_of, const bool (&rv)[kTM], std::int64_t grp, std::int64_t c0,
+                             std::int64_t ncols, const float (&acc)[kTM][kTN]) {
   Tout* O = static_cast<Tout*>(a.out);
   const Tin* B = static_cast<const Tin*>(a.bias);
 KGATE_UNROLL
   for (int u = 0; u < kTM; ++u) {
     if (!rv[u]) continue;
-    const std::int64_t row = out_row<kScatter>(a.g, ph, T, m0 + u);
+    const std::int64_t row = row_of(u);
 KGATE_UNROLL
     for (int v = 0; v < kTN; ++v)
       if (c0 + v < ncols) put_output<Tin, Tout>(O, B, row, grp * ncols + c0 + v, acc[u][v]);
@@ -298,8 +307,7 @@ KGATE_UNROLL
       tile_step<Tin>(acc, ap, q, b);
     }
   }
-  const std::int32_t none[3] = {0, 0, 0};
-  store_tile<false, Tin, Tout>(a, none, g.S, m0, rv, grp, c0, g.csg, acc);
+  store_tile<Tin, Tout>(a, [&](int u) { return (m0 + u) * g.cs; }, rv, grp, c0, g.csg, acc);
 }
 
 // ---------------------------------------------------------------------------
@@ -374,7 +382,7 @@ KGATE_UNROLL
       tile_step<Tin>(acc, ap, q, b);
     }
   }
-  store_tile<true, Tin, Tout>(a, ph, T, m0, rv, grp, c0, g.clg, acc);
+  store_tile<Tin, Tout>(a, [&](int u) { return lattice_offset(g, ph, rb[u], rt_[u]); }, rv, grp, c0, g.clg, acc);
 }
 
 // ---------------------------------------------------------------------------
@@ -473,6 +481,12 @@ KGATE_UNROLL
   KGATE_LDS(sB, std::uint16_t, 2 * TT::kBSize);
   KGATE_LDS(ptap, std::int32_t, kScatter ? 4 * kMaxPhaseTaps : 4);
   KGATE_LDS(pcount, std::int32_t, 1);
+  KGATE_LDS(orow, std::int64_t, kMmaBM);  // output offset of each row of the tile, -1 past M
+  static_assert(kMmaBM == kMmaThreads);
+  {
+    const std::int64_t m = m0 + t;
+    orow[t] = m < M ? out_row<kScatter>(g, ph, ext, m) : std::int64_t{-1};
+  }
   std::int64_t ntaps = g.taps;
   if constexpr (kScatter) {
     if (t == 0) pcount[0] = list_phase_taps(g, ph, ptap);
@@ -615,9 +629,9 @@ KGATE_UNROLL
 KGATE_UNROLL
     for (int v = 0; v < TT::AN; ++v)
       mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
-        const std::int64_t m = m0 + wm * TT::WTM + u * Atom::M + i, c = c0 + wn * TT::WTN + v * Atom::N + j;
-        if (m >= M || c >= ndim) return;
-        put_output<Tin, Tout>(O, B, out_row<kScatter>(g, ph, ext, m), grp * ndim + c, y);
+        const std::int64_t row = orow[wm * TT::WTM + u * Atom::M + i], c = c0 + wn * TT::WTN + v * Atom::N + j;
+        if (row < 0 || c >= ndim) return;
+        put_output<Tin, Tout>(O, B, row, grp * ndim + c, y);
       });
 }
 
