@@ -43,9 +43,11 @@ struct AtomInfo {
 };
 
 // The contract and scatter families run on matrix cores (conv_mma) for
-// bf16 / fp16 when the channels per tap fill at least one atom's K and the
-// output channels per group a quarter of the block tile's N; narrower
-// problems waste most of each instruction and stay portable.
+// bf16 / fp16 when the channels per tap fill at least one atom's K, the
+// output channels per group a quarter of the block tile's N and the GEMM
+// rows (of the largest stride phase) one block tile; smaller problems waste
+// most of each instruction (and most of the host emulator's time, which
+// runs every atom through its numeric model) and stay portable.
 constexpr std::int64_t kMmaMinK = 8, kMmaMinN = 16;
 
 struct Shape {
@@ -115,7 +117,7 @@ Shape shape_of(const ConvProblem& p) {
   switch (s.dp.kind) {
     case Kind::contract: {
       s.max_taps = g.taps;
-      if (g.clg >= kMmaMinK && g.csg >= kMmaMinN) s.atom = atom_for(p.src);
+      if (g.clg >= kMmaMinK && g.csg >= kMmaMinN && g.n * g.s_pos >= cv::kMmaBM) s.atom = atom_for(p.src);
       if (s.atom.ok) {
         s.main_grid[0] = cv::ceil_div(g.n * g.s_pos, cv::kMmaBM);
         s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kMmaBN);
@@ -147,7 +149,8 @@ Shape shape_of(const ConvProblem& p) {
         s.max_taps *= std::max<std::int64_t>(most, 1);
       }
       s.main_grid[2] = s.phases;
-      if (g.csg >= kMmaMinK && g.clg >= kMmaMinN && s.max_taps <= cv::kMaxPhaseTaps) s.atom = atom_for(p.src);
+      if (g.csg >= kMmaMinK && g.clg >= kMmaMinN && rows >= cv::kMmaBM && s.max_taps <= cv::kMaxPhaseTaps)
+        s.atom = atom_for(p.src);
       if (s.atom.ok) {
         s.one_tap = false;  // conv_mma lists the phase's taps, one or many
         s.main_grid[0] = cv::ceil_div(rows, cv::kMmaBM);

@@ -125,10 +125,10 @@ TEST(ConvKernel, MatrixCoreModelsPassAndAPlantedDefectFails) {
   };
   const Case cases[] = {
       {"conv3d.fwd bf16:fp32 n1 c64 k32 d6 kd3 p1", "conv_contract_mma", Role::y},
-      {"conv3d.fwd fp16:fp32 n2 c44 k20 d5 h6 w7 kd3 s2 p1 bias", "conv_contract_mma", Role::y},
+      {"conv3d.fwd fp16:fp32 n2 c44 k20 d9 h10 w11 kd3 s2 p1 bias", "conv_contract_mma", Role::y},
       {"conv3d.bwd_data bf16:fp32 n1 c32 k64 d6 kd3 p1", "conv_scatter_mma", Role::dx},
-      {"conv3d.bwd_data bf16:fp32 n1 c24 k12 d7 kd3 s2 p1", "conv_scatter_mma", Role::dx},
-      {"conv_transpose3d.fwd bf16:fp32 n1 c64 k32 d3 kd2 s2 bias", "conv_scatter_mma", Role::y},
+      {"conv3d.bwd_data bf16:fp32 n1 c24 k12 d11 kd3 s2 p1", "conv_scatter_mma", Role::dx},
+      {"conv_transpose3d.fwd bf16:fp32 n1 c64 k32 d6 kd2 s2 bias", "conv_scatter_mma", Role::y},
   };
   for (const rt::Target target : {rt::Target::gfx942, rt::Target::sm90}) {
     rt::host::ScopedConfig cfg(rt::host::config_for(target, rt::host::config()));
