@@ -50,7 +50,7 @@
 // Matrix cores (conv_mma<Atom, Tin, Tout, kScatter>): the contract family,
 // and the scatter family per stride phase, for bf16 and fp16 inputs run on
 // the runtime's MMA atoms (kernels/runtime/mma.hpp) where the channels fill
-// an atom (plan: "mma-igemm"): gfx942 v_mfma_f32_32x32x8 on HIP and on the
+// an atom and the rows a block tile (plan: "mma-igemm"): gfx942 v_mfma_f32_32x32x8 on HIP and on the
 // host emulator's default target, sm_90 mma.sync m16n8k16 on CUDA. Both
 // families are one GEMM to this kernel: GEMM row i at tap e reads the source
 // position i*mul + off(e) (contract: mul = stride, off = k*dil - pad over

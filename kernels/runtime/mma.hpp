@@ -348,34 +348,32 @@ inline constexpr int b_k_run = detail::k_run<Atom, detail::opB>();
 // `row`; B: rows row .. row + V - 1 of column `col`) as frag<operand_t, V>,
 // e.g. one aligned vector LDS read; V divides the operand's K run (checked
 // at compile time), so every call starts on a multiple of V along K.
-template <class Atom, int V, class F>
-KGATE_DEVICE a_frag<Atom> load_a_run(F&& at) {
-  static_assert(V >= 1 && a_k_run<Atom> % V == 0, "V must divide the A operand's K run");
+namespace detail {
+template <class Atom, int Op, int V, class Frag, class F>
+KGATE_DEVICE Frag load_run(F&& at) {
   const int lane = lane_id() % Atom::lanes;
-  a_frag<Atom> f;
+  Frag f;
   KGATE_MMA_UNROLL
-  for (int r = 0; r < Atom::a().regs(); r += V) {
-    const coord x = detail::at<Atom, detail::opA>(lane, r);
+  for (int r = 0; r < layout_of<Atom, Op>().regs(); r += V) {
+    const coord x = detail::at<Atom, Op>(lane, r);
     const frag<operand_t<Atom>, V> v = at(x.row, x.col);
     KGATE_MMA_UNROLL
     for (int e = 0; e < V; ++e) f[r + e] = v[e];
   }
   return f;
 }
+}  // namespace detail
+
+template <class Atom, int V, class F>
+KGATE_DEVICE a_frag<Atom> load_a_run(F&& at) {
+  static_assert(V >= 1 && a_k_run<Atom> % V == 0, "V must divide the A operand's K run");
+  return detail::load_run<Atom, detail::opA, V, a_frag<Atom>>(at);
+}
 
 template <class Atom, int V, class F>
 KGATE_DEVICE b_frag<Atom> load_b_run(F&& at) {
   static_assert(V >= 1 && b_k_run<Atom> % V == 0, "V must divide the B operand's K run");
-  const int lane = lane_id() % Atom::lanes;
-  b_frag<Atom> f;
-  KGATE_MMA_UNROLL
-  for (int r = 0; r < Atom::b().regs(); r += V) {
-    const coord x = detail::at<Atom, detail::opB>(lane, r);
-    const frag<operand_t<Atom>, V> v = at(x.row, x.col);
-    KGATE_MMA_UNROLL
-    for (int e = 0; e < V; ++e) f[r + e] = v[e];
-  }
-  return f;
+  return detail::load_run<Atom, detail::opB, V, b_frag<Atom>>(at);
 }
 
 template <class Atom>
