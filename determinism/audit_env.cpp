@@ -143,7 +143,7 @@ EnvScope::EnvScope(bool plan_env, std::size_t index, std::uint64_t seed) : impl_
   rt::host::Config c = rt::host::config();
   c.threads = e.threads;
   c.order = e.order;
-  c.wave_size = e.wave;
+  c.wave_size = c.target == rt::Target::sm90 ? 32 : e.wave;  // the sm90 target is warp32 only
   c.seed = seed;
   impl_->scope.emplace(c);
 #else

@@ -8,6 +8,8 @@
 #include "kernels/conv3d/conv3d.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 #include <stdexcept>
 
@@ -40,14 +42,17 @@ struct AtomInfo {
   const char* name = "";
 };
 
-// The contract family runs on matrix cores for bf16 / fp16 when the channels
-// fill at least one atom's K (clg) and half a wave tile's N (csg); narrower
-// problems waste most of each instruction and stay portable.
+// The contract and scatter families run on matrix cores (conv_mma) for
+// bf16 / fp16 when the channels per tap fill at least one atom's K, the
+// output channels per group a quarter of the block tile's N and the GEMM
+// rows (of the largest stride phase) one block tile; smaller problems waste
+// most of each instruction (and most of the host emulator's time, which
+// runs every atom through its numeric model) and stay portable.
 constexpr std::int64_t kMmaMinK = 8, kMmaMinN = 16;
 
 struct Shape {
   ref::detail::DirPlan dp;
-  AtomInfo atom;  // ok: the main kernel is conv_contract_mma
+  AtomInfo atom;  // ok: the main kernel is conv_mma
   cv::Geom g{};
   int bn = 1;
   std::int64_t phases = 1;
@@ -112,10 +117,10 @@ Shape shape_of(const ConvProblem& p) {
   switch (s.dp.kind) {
     case Kind::contract: {
       s.max_taps = g.taps;
-      if (g.clg >= kMmaMinK && g.csg >= kMmaMinN) s.atom = atom_for(p.src);
+      if (g.clg >= kMmaMinK && g.csg >= kMmaMinN && g.n * g.s_pos >= cv::kMmaBM) s.atom = atom_for(p.src);
       if (s.atom.ok) {
-        s.main_grid[0] = cv::ceil_div(g.n * g.s_pos, static_cast<std::int64_t>(cv::kWM) * s.atom.m);
-        s.main_grid[1] = g.groups * cv::ceil_div(g.csg, static_cast<std::int64_t>(cv::kWN) * s.atom.n);
+        s.main_grid[0] = cv::ceil_div(g.n * g.s_pos, cv::kMmaBM);
+        s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kMmaBN);
         break;
       }
       s.bn = pick_bn(g.csg);
@@ -143,9 +148,17 @@ Shape shape_of(const ConvProblem& p) {
         }
         s.max_taps *= std::max<std::int64_t>(most, 1);
       }
+      s.main_grid[2] = s.phases;
+      if (g.csg >= kMmaMinK && g.clg >= kMmaMinN && rows >= cv::kMmaBM && s.max_taps <= cv::kMaxPhaseTaps)
+        s.atom = atom_for(p.src);
+      if (s.atom.ok) {
+        s.one_tap = false;  // conv_mma lists the phase's taps, one or many
+        s.main_grid[0] = cv::ceil_div(rows, cv::kMmaBM);
+        s.main_grid[1] = g.groups * cv::ceil_div(g.clg, cv::kMmaBN);
+        break;
+      }
       s.main_grid[0] = cv::ceil_div(rows, cv::kTM * bm);
       s.main_grid[1] = g.groups * cv::ceil_div(g.clg, static_cast<std::int64_t>(cv::kTN) * s.bn);
-      s.main_grid[2] = s.phases;
       break;
     }
     case Kind::wgrad: {
@@ -174,7 +187,7 @@ std::array<std::uint32_t, 3> grid3(std::int64_t x, std::int64_t y, std::int64_t 
 const char* main_kernel(const Shape& s) {
   switch (s.dp.kind) {
     case Kind::contract: return s.atom.ok ? "conv_contract_mma" : "conv_contract";
-    case Kind::scatter: return s.one_tap ? "conv_scatter_one_tap" : "conv_scatter";
+    case Kind::scatter: return s.atom.ok ? "conv_scatter_mma" : s.one_tap ? "conv_scatter_one_tap" : "conv_scatter";
     case Kind::wgrad: return "conv_wgrad";
   }
   return "?";
@@ -195,11 +208,46 @@ void with_conv_types(DType src, DType dst, F&& f) {
   }
 }
 
+// The matrix-core reduction of one output: one chain of atom instructions
+// over taps x channels, the channels of each tap padded to whole atoms
+// (conv_mma); cdna3 rounds per 8-product group, sm_90 per instruction.
+ReductionPlan mma_reduction(const AtomInfo& atom, std::int64_t taps, std::int64_t channels) {
+  ReductionPlan r = ReductionPlan::sequential(taps * cv::ceil_div(channels, atom.k) * atom.k);
+  r.model = atom.target == rt::Target::sm90 ? AccumModel::mma_sm90 : AccumModel::mfma_cdna3;
+  r.chunk = atom.target == rt::Target::sm90 ? atom.k : 8;
+  return r;
+}
+
 rt::LaunchConfig conv_config(std::int64_t x, std::int64_t y = 1, std::int64_t z = 1) {
   rt::LaunchConfig c;
   c.grid = rt::dim3(static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z));
   c.block = rt::dim3(cv::kThreads);
   return c;
+}
+
+// conv_mma's 16-byte loads: every channel run it loads starts on a multiple
+// of 8 elements (clg and csg multiples of 8) of a 16-byte aligned tensor.
+bool wide_loads(const Shape& s, std::initializer_list<const void*> tensors) {
+  bool ok = s.g.clg % cv::kMmaVec == 0 && s.g.csg % cv::kMmaVec == 0;
+  for (const void* t : tensors) ok = ok && reinterpret_cast<std::uintptr_t>(t) % 16 == 0;
+  return ok;
+}
+
+// conv_mma with the backend's default atom for Tin (bf16 / fp16 only).
+template <class Tin, class Tout, bool kScatter>
+void launch_mma(const Shape& s, cv::GemmArgs args, bool wide) {
+  if constexpr (!std::is_same_v<Tin, float>) {
+    args.wide = wide;
+    constexpr auto type = std::is_same_v<Tin, kgate::bf16> ? rt::MmaType::bf16 : rt::MmaType::f16;
+    rt::mma::with_default_atom<type>([&](auto atom) {
+      using Atom = decltype(atom);
+      rt::LaunchConfig c = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
+      c.block = rt::dim3(cv::kMmaThreads);
+      KGATE_LAUNCH((cv::conv_mma<Atom, Tin, Tout, kScatter>), c, args);
+    });
+  } else {
+    throw std::logic_error("conv: no matrix-core path for fp32 inputs");
+  }
 }
 
 }  // namespace
@@ -235,12 +283,12 @@ Plan conv_plan(const ConvProblem& p) {
   pl.op = std::string(name(p.op)) + "." + std::string(name(p.dir));
   const std::array<std::uint32_t, 3> block{cv::kThreads, 1, 1};
   if (s.atom.ok) {
-    pl.variant = std::string("mma-igemm/") + s.atom.name + "/" + std::to_string(cv::kWM) + "x" +
-                 std::to_string(cv::kWN) + " atoms";
-    pl.params = {{"threads", s.atom.lanes}, {"tile_m", cv::kWM * s.atom.m}, {"tile_n", cv::kWN * s.atom.n},
-                 {"atom_k", s.atom.k}};
-    const std::array<std::uint32_t, 3> wave{static_cast<std::uint32_t>(s.atom.lanes), 1, 1};
-    pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], 1), wave, 0});
+    pl.variant = std::string("mma-igemm/") + s.atom.name + "/" + std::to_string(cv::kMmaBM) + "x" +
+                 std::to_string(cv::kMmaBN) + "x" + std::to_string(cv::kMmaBK);
+    pl.params = {{"threads", cv::kMmaThreads}, {"tile_m", cv::kMmaBM}, {"tile_n", cv::kMmaBN},
+                 {"tile_k", cv::kMmaBK},       {"atom_k", s.atom.k}};
+    const std::array<std::uint32_t, 3> mblock{cv::kMmaThreads, 1, 1};
+    pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], s.main_grid[2]), mblock, 0});
   } else {
     pl.variant = std::string("portable-igemm/") + main_kernel(s) + "/t" + std::to_string(cv::kTM) + "x" +
                  std::to_string(cv::kTN);
@@ -251,15 +299,7 @@ Plan conv_plan(const ConvProblem& p) {
   const std::string out = std::string(name(s.dp.out));
   switch (s.dp.kind) {
     case Kind::contract: {
-      ReductionPlan r = ReductionPlan::sequential(g.taps * g.clg);
-      if (s.atom.ok) {
-        // One chain of instructions per output over taps x channels (padded
-        // to whole atoms); cdna3 rounds per 8-product group, sm_90 per
-        // instruction.
-        r.length = g.taps * cv::ceil_div(g.clg, s.atom.k) * s.atom.k;
-        r.model = s.atom.target == rt::Target::sm90 ? AccumModel::mma_sm90 : AccumModel::mfma_cdna3;
-        r.chunk = s.atom.target == rt::Target::sm90 ? s.atom.k : 8;
-      }
+      ReductionPlan r = s.atom.ok ? mma_reduction(s.atom, g.taps, g.clg) : ReductionPlan::sequential(g.taps * g.clg);
       r.epilogue_ops = s.dp.bias_on_out ? 1 : 0;
       pl.reduction[out] = r;
       break;
@@ -267,7 +307,8 @@ Plan conv_plan(const ConvProblem& p) {
     case Kind::scatter: {
       pl.params["phases"] = s.phases;
       pl.params["one_tap"] = s.one_tap;
-      ReductionPlan r = ReductionPlan::sequential(s.max_taps * g.csg);
+      ReductionPlan r = s.atom.ok ? mma_reduction(s.atom, s.max_taps, g.csg)
+                                  : ReductionPlan::sequential(s.max_taps * g.csg);
       r.epilogue_ops = s.dp.bias_on_out ? 1 : 0;
       pl.reduction[out] = r;
       break;
@@ -324,18 +365,10 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
       switch (s.dp.kind) {
         case Kind::contract: {
           const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
-          if constexpr (!std::is_same_v<Tin, float>) {
-            if (s.atom.ok) {
-              constexpr auto type = std::is_same_v<Tin, kgate::bf16> ? rt::MmaType::bf16 : rt::MmaType::f16;
-              rt::mma::with_default_atom<type>([&](auto atom) {
-                using Atom = decltype(atom);
-                rt::LaunchConfig c = conv_config(s.main_grid[0], s.main_grid[1]);
-                c.block = rt::dim3(Atom::lanes);
-                KGATE_LAUNCH((cv::conv_contract_mma<Atom, Tin, Tout>), c, args);
-              });
-              mark();
-              break;
-            }
+          if (s.atom.ok) {
+            launch_mma<Tin, Tout, false>(s, args, wide_loads(s, {a.data(), b.data()}));
+            mark();
+            break;
           }
           KGATE_LAUNCH((cv::conv_contract<Tin, Tout>), conv_config(s.main_grid[0], s.main_grid[1]), args);
           mark();
@@ -343,6 +376,11 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
         }
         case Kind::scatter: {
           const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
+          if (s.atom.ok) {
+            launch_mma<Tin, Tout, true>(s, args, wide_loads(s, {a.data(), b.data()}));
+            mark();
+            break;
+          }
           const auto cfg = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
           if (s.one_tap) KGATE_LAUNCH((cv::conv_scatter<Tin, Tout, true>), cfg, args);
           else KGATE_LAUNCH((cv::conv_scatter<Tin, Tout, false>), cfg, args);

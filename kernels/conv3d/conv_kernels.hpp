@@ -31,7 +31,7 @@
 // tap = (ph + pad) mod s: conv_scatter<.., true> runs it as a 1x1 GEMM per
 // phase without the tap loop.
 //
-// Work decomposition: a workgroup is kThreads work-items (one gfx942 wave),
+// Portable work decomposition: a workgroup is kThreads work-items (one gfx942 wave),
 // bn of them along N and kThreads/bn along M; each owns a kTM x kTN register
 // tile of the output and loops over K with fp32 accumulators, with no LDS and
 // no barrier (cheap to emulate: a work-item runs to completion). Every output
@@ -47,17 +47,33 @@
 // conv_colsum's column sums of dy. No atomics; splits and slices are
 // functions of the problem alone (kernels/conv3d/conv3d.cpp).
 //
-// Matrix cores (conv_contract_mma): the contract family for bf16 and fp16
-// inputs runs on the runtime's MMA atoms (kernels/runtime/mma.hpp) where the
-// channels fill an atom (plan: "mma-igemm"): gfx942 v_mfma_f32_32x32x8 on
-// HIP and on the host emulator's default target, sm_90 mma.sync m16n8k16 on
-// CUDA. A workgroup is one wave owning kWM x kWN atoms of output; per tap it
-// writes the element offsets of its rows into LDS (one barrier each side),
-// then walks the tap's channels Atom::K at a time, loading fragments by
-// coordinate straight from global memory (absent terms and channels past
-// the end load as +0, which adds nothing to an exact sum). Lane layouts come
-// only from the atom's tables. fp32 inputs, the scatter and wgrad families,
-// and channel counts an atom does not fill take the portable path.
+// Matrix cores (conv_mma<Atom, Tin, Tout, kScatter>): the contract family,
+// and the scatter family per stride phase, for bf16 and fp16 inputs run on
+// the runtime's MMA atoms (kernels/runtime/mma.hpp) where the channels fill
+// an atom and the rows a block tile (plan: "mma-igemm"): gfx942 v_mfma_f32_32x32x8 on HIP and on the
+// host emulator's default target, sm_90 mma.sync m16n8k16 on CUDA. Both
+// families are one GEMM to this kernel: GEMM row i at tap e reads the source
+// position i*mul + off(e) (contract: mul = stride, off = k*dil - pad over
+// every tap; scatter: mul = 1, off = the phase's lattice offset of each of
+// its taps, listed once per workgroup), and B(q, c) is the weight read
+// through an index map, never a transformed copy: contract w[c][tap][q],
+// scatter w[q][tap][c] (stride 1: the forward contraction on the flipped,
+// channel-swapped weight). A workgroup of kMmaThreads work-items owns a
+// kMmaBM x kMmaBN block tile (waves in a grid, each a fixed grid of atoms:
+// MmaTile) and walks K in block steps of one tap x kMmaBK channels: the
+// step's A rows and B columns are loaded from global memory 16 bytes at a
+// time into registers (element loads where channel counts or alignment
+// forbid it), stored into one of two LDS stages, and read back as fragments
+// by coordinate (layouts come only from the atom's tables); the next step's
+// loads are issued before the current step's atoms run, one barrier per
+// step. Each work-item's A rows are decoded once; per tap only the source
+// offsets change. Each output is one chain of atom instructions in the
+// order taps, then channels in atom-K chunks (a chunk past the channels is
+// not issued; absent terms and channels past the end of a chunk load as +0,
+// which adds nothing to an exact sum): the chain the plan's ReductionPlan
+// counts, so the host's sm90 model reproduces CUDA bit for bit. fp32
+// inputs, backward-weight and channel counts an atom does not fill take the
+// portable path.
 //
 // Indexing is 64-bit throughout (tensors may pass 2^31 elements).
 #pragma once
@@ -90,7 +106,8 @@ struct GemmArgs {
   const void* w;     // [cs][KD][KH][KW][clg]
   const void* bias;  // [output channels] or null
   void* out;
-  int bn;            // work-items along N (a power of two dividing kThreads)
+  int bn;            // portable kernels: work-items along N (a power of two dividing kThreads)
+  bool wide = false; // conv_mma: 16-byte loads (channel counts multiples of 8, 16-byte aligned tensors)
 };
 
 struct WgradArgs {
@@ -131,20 +148,114 @@ KGATE_UNROLL
   }
 }
 
-// Rows m0 .. m0 + kTM - 1 of a GEMM over M = n * E0 * E1 * E2 positions:
-// each row's batch index and coordinates; a row past M (valid false)
-// decodes as row m0 so its loads stay in bounds.
+// Row m of a GEMM over M = n * ext[0] * ext[1] * ext[2] positions: its batch
+// index b and coordinates i.
+[[gnu::always_inline]] KGATE_DEVICE void decode_row(std::int64_t m, const std::int32_t (&ext)[3], std::int64_t& b, std::int64_t (&i)[3]) {
+  i[2] = m % ext[2]; m /= ext[2];
+  i[1] = m % ext[1]; m /= ext[1];
+  i[0] = m % ext[0];
+  b = m / ext[0];
+}
+
+// Rows m0 .. m0 + kTM - 1: each row's batch index and coordinates; a row
+// past M (valid false) decodes as row m0 so its loads stay in bounds.
 KGATE_DEVICE void decode_rows(std::int64_t m0, std::int64_t M, const std::int32_t (&ext)[3], std::int64_t (&rb)[kTM],
                               std::int64_t (&ri)[kTM][3], bool (&rv)[kTM]) {
 KGATE_UNROLL
   for (int u = 0; u < kTM; ++u) {
-    const std::int64_t m = m0 + u;
-    rv[u] = m < M;
-    std::int64_t r = rv[u] ? m : m0;
-    ri[u][2] = r % ext[2]; r /= ext[2];
-    ri[u][1] = r % ext[1]; r /= ext[1];
-    ri[u][0] = r % ext[0];
-    rb[u] = r / ext[0];
+    rv[u] = m0 + u < M;
+    decode_row(rv[u] ? m0 + u : m0, ext, rb[u], ri[u]);
+  }
+}
+
+// The helpers below are always inlined: called from several kernels, the
+// gfx942 compiler otherwise may keep them as calls whose ABI costs scalar
+// registers (spills in conv_scatter).
+
+// (r mod s) for any sign of r, s > 0.
+KGATE_HD constexpr std::int64_t pos_mod(std::int64_t r, std::int64_t s) { return ((r % s) + s) % s; }
+
+// Stride phase z of the scatter family (grid z): per axis its residue ph and
+// the number T of large positions on its lattice.
+[[gnu::always_inline]] KGATE_DEVICE void phase_of(const Geom& g, std::int32_t z, std::int32_t (&ph)[3], std::int32_t (&T)[3]) {
+  ph[2] = z % g.stride[2]; z /= g.stride[2];
+  ph[1] = z % g.stride[1];
+  ph[0] = z / g.stride[1];
+KGATE_UNROLL
+  for (int x = 0; x < 3; ++x) T[x] = ph[x] < g.L[x] ? static_cast<std::int32_t>(ceil_div(g.L[x] - ph[x], g.stride[x])) : 0;
+}
+
+// The taps of stride phase ph, in (KD, KH, KW) order: per axis, k with
+// (ph + pad - k*dil) divisible by the stride. Written as (tap, o0, o1, o2)
+// quadruples, o = (ph + pad - k*dil) / stride the source offset of the
+// lattice position (at most kMaxPhaseTaps: is_supported); returns the count.
+// One work-item lists them for its workgroup.
+[[gnu::always_inline]] KGATE_DEVICE std::int32_t list_phase_taps(const Geom& g, const std::int32_t (&ph)[3], const rt::lds_array<std::int32_t>& ptap) {
+  std::int32_t count = 0;
+  for (std::int32_t k0 = 0; k0 < g.K[0]; ++k0) {
+    const std::int32_t r0 = ph[0] + g.pad[0] - k0 * g.dil[0];
+    if (pos_mod(r0, g.stride[0]) != 0) continue;
+    for (std::int32_t k1 = 0; k1 < g.K[1]; ++k1) {
+      const std::int32_t r1 = ph[1] + g.pad[1] - k1 * g.dil[1];
+      if (pos_mod(r1, g.stride[1]) != 0) continue;
+      for (std::int32_t k2 = 0; k2 < g.K[2]; ++k2) {
+        const std::int32_t r2 = ph[2] + g.pad[2] - k2 * g.dil[2];
+        if (pos_mod(r2, g.stride[2]) != 0) continue;
+        ptap[4 * count] = (k0 * g.K[1] + k1) * g.K[2] + k2;
+        ptap[4 * count + 1] = r0 / g.stride[0];
+        ptap[4 * count + 2] = r1 / g.stride[1];
+        ptap[4 * count + 3] = r2 / g.stride[2];
+        ++count;
+      }
+    }
+  }
+  return count;
+}
+
+// The element offset of channel 0 of the large position ph + stride * t of
+// batch b (a scatter output row with phase coordinates t).
+[[gnu::always_inline]] KGATE_DEVICE std::int64_t lattice_offset(const Geom& g, const std::int32_t (&ph)[3], std::int64_t b, const std::int64_t (&t)[3]) {
+  const std::int64_t j0 = ph[0] + g.stride[0] * t[0], j1 = ph[1] + g.stride[1] * t[1], j2 = ph[2] + g.stride[2] * t[2];
+  return (((b * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl;
+}
+
+// The element offset of channel 0 of output row m: on the small side
+// (contract) row m itself; on the large side (scatter) the lattice position
+// of row m's phase coordinates (extents T).
+template <bool kScatter>
+KGATE_DEVICE std::int64_t out_row(const Geom& g, const std::int32_t (&ph)[3], const std::int32_t (&T)[3], std::int64_t m) {
+  if constexpr (!kScatter) {
+    return m * g.cs;
+  } else {
+    std::int64_t b, i[3];
+    decode_row(m, T, b, i);
+    return lattice_offset(g, ph, b, i);
+  }
+}
+
+// The epilogue of the contract and scatter families: output channel c
+// (counted over all groups) of the row at element offset `row`, plus the
+// bias, rounded once to Tout.
+template <class Tin, class Tout>
+KGATE_DEVICE void put_output(Tout* O, const Tin* B, std::int64_t row, std::int64_t c, float y) {
+  if (B) y = y + to_f32(B[c]);
+  O[row + c] = from_f32<Tout>(y);
+}
+
+// A portable register tile's outputs: the rows that exist (rv) at element
+// offsets row_of(u), columns c0 + v below ncols of group grp.
+template <class Tin, class Tout, class RowOf>
+KGATE_DEVICE void store_tile(const GemmArgs& a, RowOf&& row_of, const bool (&rv)[kTM], std::int64_t grp, std::int64_t c0,
+                             std::int64_t ncols, const float (&acc)[kTM][kTN]) {
+  Tout* O = static_cast<Tout*>(a.out);
+  const Tin* B = static_cast<const Tin*>(a.bias);
+KGATE_UNROLL
+  for (int u = 0; u < kTM; ++u) {
+    if (!rv[u]) continue;
+    const std::int64_t row = row_of(u);
+KGATE_UNROLL
+    for (int v = 0; v < kTN; ++v)
+      if (c0 + v < ncols) put_output<Tin, Tout>(O, B, row, grp * ncols + c0 + v, acc[u][v]);
   }
 }
 
@@ -196,112 +307,11 @@ KGATE_UNROLL
       tile_step<Tin>(acc, ap, q, b);
     }
   }
-  Tout* O = static_cast<Tout*>(a.out);
-  const Tin* B = static_cast<const Tin*>(a.bias);
-KGATE_UNROLL
-  for (int u = 0; u < kTM; ++u) {
-    if (!rv[u]) continue;
-KGATE_UNROLL
-    for (int v = 0; v < kTN; ++v) {
-      const std::int64_t c = grp * g.csg + c0 + v;
-      if (c0 + v >= g.csg) continue;
-      float y = acc[u][v];
-      if (B) y = y + to_f32(B[c]);
-      O[(m0 + u) * g.cs + c] = from_f32<Tout>(y);
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------
-// contract on matrix cores.
-
-inline constexpr int kWM = 2, kWN = 2;  // atoms per wave along M and N
-
-template <class T>
-KGATE_DEVICE std::uint16_t bits_of(T v) { return v.bits; }
-
-template <class Atom, class Tin, class Tout>
-KGATE_KERNEL_BOUNDS(conv_contract_mma, 64, GemmArgs a) {
-  namespace mma = kgate::rt::mma;
-  constexpr int TM = kWM * Atom::M, TN = kWN * Atom::N;
-  const Geom& g = a.g;
-  const int t = static_cast<int>(rt::thread_idx().x);
-  const std::int64_t col_tiles = ceil_div(g.csg, TN);
-  const std::int64_t grp = rt::block_idx().y / col_tiles;
-  const std::int64_t c0 = (rt::block_idx().y % col_tiles) * TN;
-  const std::int64_t m0 = static_cast<std::int64_t>(rt::block_idx().x) * TM;
-  const std::int64_t M = g.n * g.s_pos;
-  const Tin* A = static_cast<const Tin*>(a.a);
-  const Tin* W = static_cast<const Tin*>(a.w);
-  KGATE_LDS(off, std::int64_t, TM);  // per tap: offset of row r's channel 0 in A, or -1
-  mma::c_frag<Atom> acc[kWM][kWN];
-KGATE_UNROLL
-  for (int u = 0; u < kWM; ++u)
-KGATE_UNROLL
-    for (int v = 0; v < kWN; ++v) acc[u][v] = mma::zero_c<Atom>();
-  std::int64_t tap = 0;
-  for (std::int32_t k0 = 0; k0 < g.K[0]; ++k0)
-    for (std::int32_t k1 = 0; k1 < g.K[1]; ++k1)
-      for (std::int32_t k2 = 0; k2 < g.K[2]; ++k2, ++tap) {
-        for (int r = t; r < TM; r += Atom::lanes) {
-          std::int64_t m = m0 + r, o = -1;
-          if (m < M) {
-            const std::int64_t i2 = m % g.S[2]; m /= g.S[2];
-            const std::int64_t i1 = m % g.S[1]; m /= g.S[1];
-            const std::int64_t i0 = m % g.S[0];
-            const std::int64_t b = m / g.S[0];
-            const std::int64_t j0 = i0 * g.stride[0] - g.pad[0] + k0 * g.dil[0];
-            const std::int64_t j1 = i1 * g.stride[1] - g.pad[1] + k1 * g.dil[1];
-            const std::int64_t j2 = i2 * g.stride[2] - g.pad[2] + k2 * g.dil[2];
-            if (j0 >= 0 && j0 < g.L[0] && j1 >= 0 && j1 < g.L[1] && j2 >= 0 && j2 < g.L[2])
-              o = (((b * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl + grp * g.clg;
-          }
-          off[r] = o;
-        }
-        rt::barrier();
-        for (std::int64_t q0 = 0; q0 < g.clg; q0 += Atom::K) {
-          mma::a_frag<Atom> af[kWM];
-          mma::b_frag<Atom> bf[kWN];
-KGATE_UNROLL
-          for (int u = 0; u < kWM; ++u)
-            af[u] = mma::load_a<Atom>([&](int i, int k) -> std::uint16_t {
-              const std::int64_t o = off[u * Atom::M + i];
-              const std::int64_t q = q0 + k;
-              return o >= 0 && q < g.clg ? bits_of(A[o + q]) : std::uint16_t{0};
-            });
-KGATE_UNROLL
-          for (int v = 0; v < kWN; ++v)
-            bf[v] = mma::load_b<Atom>([&](int k, int j) -> std::uint16_t {
-              const std::int64_t c = c0 + v * Atom::N + j, q = q0 + k;
-              return c < g.csg && q < g.clg ? bits_of(W[((grp * g.csg + c) * g.taps + tap) * g.clg + q])
-                                            : std::uint16_t{0};
-            });
-KGATE_UNROLL
-          for (int u = 0; u < kWM; ++u)
-KGATE_UNROLL
-            for (int v = 0; v < kWN; ++v) acc[u][v] = mma::mma<Atom>(af[u], bf[v], acc[u][v]);
-        }
-        rt::barrier();  // every lane is done with off[] before the next tap rewrites it
-      }
-  Tout* O = static_cast<Tout*>(a.out);
-  const Tin* B = static_cast<const Tin*>(a.bias);
-KGATE_UNROLL
-  for (int u = 0; u < kWM; ++u)
-KGATE_UNROLL
-    for (int v = 0; v < kWN; ++v)
-      mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
-        const std::int64_t m = m0 + u * Atom::M + i, c = c0 + v * Atom::N + j;
-        if (m >= M || c >= g.csg) return;
-        if (B) y = y + to_f32(B[grp * g.csg + c]);
-        O[m * g.cs + grp * g.csg + c] = from_f32<Tout>(y);
-      });
+  store_tile<Tin, Tout>(a, [&](int u) { return (m0 + u) * g.cs; }, rv, grp, c0, g.csg, acc);
 }
 
 // ---------------------------------------------------------------------------
 // scatter: out on the large side, one stride phase per grid z.
-
-// (r mod s) for any sign of r, s > 0.
-KGATE_HD constexpr std::int64_t pos_mod(std::int64_t r, std::int64_t s) { return ((r % s) + s) % s; }
 
 template <class Tin, class Tout, bool kOneTap>
 KGATE_KERNEL_BOUNDS(conv_scatter, kThreads, GemmArgs a) {
@@ -311,49 +321,20 @@ KGATE_KERNEL_BOUNDS(conv_scatter, kThreads, GemmArgs a) {
   // Phase coordinates, tap bounds and tap offsets are 32-bit (extents,
   // strides and dilations are at most 2^24, 1024 and 1024).
   std::int32_t ph[3], T[3];
-  {
-    std::int32_t z = static_cast<std::int32_t>(rt::block_idx().z);
-    ph[2] = z % g.stride[2]; z /= g.stride[2];
-    ph[1] = z % g.stride[1];
-    ph[0] = z / g.stride[1];
-  }
-KGATE_UNROLL
-  for (int x = 0; x < 3; ++x) T[x] = ph[x] < g.L[x] ? static_cast<std::int32_t>(ceil_div(g.L[x] - ph[x], g.stride[x])) : 0;
+  phase_of(g, static_cast<std::int32_t>(rt::block_idx().z), ph, T);
   const std::int64_t M = std::int64_t{g.n} * T[0] * T[1] * T[2];
   const std::int64_t col_tiles = ceil_div(g.clg, static_cast<std::int64_t>(kTN) * a.bn);
   const std::int64_t grp = rt::block_idx().y / col_tiles;
   const std::int64_t c0 = (rt::block_idx().y % col_tiles) * kTN * a.bn + (t % a.bn) * kTN;
   const std::int64_t m0 = static_cast<std::int64_t>(rt::block_idx().x) * kTM * bm + (t / a.bn) * kTM;
-  // The phase's taps, in (KD, KH, KW) order: per axis, k with
-  // (ph + pad - k*dil) divisible by the stride (with kOneTap, k = s and
-  // dil = 1, exactly k = (ph + pad) mod s, computed in place). Otherwise
-  // work-item 0 lists each tap and its source offsets (ph + pad - k*dil) /
-  // stride in LDS for the workgroup (at most kMaxPhaseTaps: is_supported).
+  // The phase's taps: with kOneTap (k = s, dil = 1) exactly k = (ph + pad)
+  // mod s, computed in place; otherwise work-item 0 lists them in LDS
+  // (list_phase_taps).
   KGATE_LDS(ptap, std::int32_t, 4 * kMaxPhaseTaps);
   KGATE_LDS(pcount, std::int32_t, 1);
   std::int32_t ntaps = 1;
   if constexpr (!kOneTap) {
-    if (t == 0) {
-      std::int32_t count = 0;
-      for (std::int32_t k0 = 0; k0 < g.K[0]; ++k0) {
-        const std::int32_t r0 = ph[0] + g.pad[0] - k0 * g.dil[0];
-        if (pos_mod(r0, g.stride[0]) != 0) continue;
-        for (std::int32_t k1 = 0; k1 < g.K[1]; ++k1) {
-          const std::int32_t r1 = ph[1] + g.pad[1] - k1 * g.dil[1];
-          if (pos_mod(r1, g.stride[1]) != 0) continue;
-          for (std::int32_t k2 = 0; k2 < g.K[2]; ++k2) {
-            const std::int32_t r2 = ph[2] + g.pad[2] - k2 * g.dil[2];
-            if (pos_mod(r2, g.stride[2]) != 0) continue;
-            ptap[4 * count] = (k0 * g.K[1] + k1) * g.K[2] + k2;
-            ptap[4 * count + 1] = r0 / g.stride[0];
-            ptap[4 * count + 2] = r1 / g.stride[1];
-            ptap[4 * count + 3] = r2 / g.stride[2];
-            ++count;
-          }
-        }
-      }
-      pcount[0] = count;
-    }
+    if (t == 0) pcount[0] = list_phase_taps(g, ph, ptap);
     rt::barrier();
     ntaps = pcount[0];
   }
@@ -401,24 +382,257 @@ KGATE_UNROLL
       tile_step<Tin>(acc, ap, q, b);
     }
   }
+  store_tile<Tin, Tout>(a, [&](int u) { return lattice_offset(g, ph, rb[u], rt_[u]); }, rv, grp, c0, g.clg, acc);
+}
+
+// ---------------------------------------------------------------------------
+// Matrix cores: the contract and scatter families as one workgroup-tiled
+// implicit GEMM (the header's "Matrix cores" paragraph).
+
+inline constexpr int kMmaThreads = 128;          // work-items per workgroup
+inline constexpr int kMmaBM = 128, kMmaBN = 64;  // block tile: GEMM rows x output channels
+inline constexpr int kMmaBK = 32;                // channels of one tap staged per block step
+inline constexpr int kMmaVec = 8;                // elements per 16-byte load
+
+// The wave grid of an atom: gfx942's 32x32 atoms 2x2 per wave (64x64, two
+// waves), sm_90's 16x8 atoms 4x4 per warp (64x32, four warps). LDS rows are
+// padded by 8 elements: 80-byte rows put the 8 rows x 4 columns of an
+// m16n8k16 fragment read in distinct banks and keep every 16-byte store
+// aligned.
+template <class Atom>
+struct MmaTile {
+  static constexpr int AM = Atom::M == 32 ? 2 : 4, AN = Atom::N == 32 ? 2 : 4;  // atoms per wave
+  static constexpr int WTM = AM * Atom::M, WTN = AN * Atom::N;                  // wave tile
+  static constexpr int WM = kMmaBM / WTM, WN = kMmaBN / WTN;                    // waves per workgroup
+  static_assert(WM * WTM == kMmaBM && WN * WTN == kMmaBN && WM * WN * Atom::lanes == kMmaThreads);
+  static_assert(kMmaBK % Atom::K == 0);
+  static constexpr int LDK = kMmaBK + 8;  // A: [row][channel]; B: [output channel][channel]
+  static constexpr int kASize = kMmaBM * LDK, kBSize = kMmaBN * LDK;
+};
+
+// The kMmaVec elements at p: one 16-byte load when `wide` (all present and
+// aligned); otherwise element by element, the ones at or past n as +0.
+template <class Tin>
+KGATE_DEVICE Pack<Tin, kMmaVec> load_pack(const Tin* p, std::int64_t n, bool wide) {
+  if (wide) return rt::load_wide(reinterpret_cast<const Pack<Tin, kMmaVec>*>(p));
+  Pack<Tin, kMmaVec> v{};
+KGATE_UNROLL
+  for (int i = 0; i < kMmaVec; ++i)
+    if (i < n) v.v[i] = p[i];
+  return v;
+}
+
+template <class T>
+KGATE_DEVICE std::uint16_t bits_of(T v) { return v.bits; }
+
+// V consecutive 16-bit elements of an LDS array from index i (a multiple of
+// V) in one aligned read, as an MMA fragment run.
+template <int V>
+KGATE_DEVICE rt::mma::frag<std::uint16_t, V> run_of(const rt::lds_array<std::uint16_t>& l, int i) {
+  const Pack<std::uint16_t, V> p = l.template load<Pack<std::uint16_t, V>>(i);
+  rt::mma::frag<std::uint16_t, V> f;
+KGATE_UNROLL
+  for (int e = 0; e < V; ++e) f[e] = p.v[e];
+  return f;
+}
+
+template <class Atom, class Tin, class Tout, bool kScatter>
+KGATE_KERNEL_BOUNDS(conv_mma, kMmaThreads, GemmArgs a) {
+  namespace mma = kgate::rt::mma;
+  using TT = MmaTile<Atom>;
+  using P = Pack<Tin, kMmaVec>;
+  constexpr int kCK = kMmaBK / kMmaVec;                                 // loads per staged row
+  constexpr int kARows = kMmaThreads / kCK;                             // A rows per pass
+  constexpr int kAPass = kMmaBM / kARows;                               // A loads per work-item
+  constexpr int kBLoads = kMmaBN * kMmaBK / kMmaVec / kMmaThreads;      // B loads per work-item
+  constexpr int kBRow = kMmaBN / kMmaVec;                               // scatter: loads per B row
+  // Fragment reads along K: the atom's K runs (at most 4 elements, 8 bytes),
+  // one aligned LDS read each (rows of LDK elements keep them aligned).
+  constexpr int kRunA = mma::a_k_run<Atom> < 4 ? mma::a_k_run<Atom> : 4;
+  constexpr int kRunB = mma::b_k_run<Atom> < 4 ? mma::b_k_run<Atom> : 4;
+  static_assert(TT::LDK % 4 == 0 && Atom::K % 4 == 0);
+  const Geom& g = a.g;
+  const int t = static_cast<int>(rt::thread_idx().x);
+  // The family as one GEMM: rows decode over extents `ext`; at tap e row i
+  // reads source position i*mul + off(e) (extents `src`), channels
+  // grp*kdim + q of a source row of cstride channels; the output has ndim
+  // channels per group.
+  std::int32_t ph[3] = {0, 0, 0}, ext[3], src[3], mul[3];
+  std::int64_t kdim, ndim, cstride;
+  if constexpr (kScatter) {
+    phase_of(g, static_cast<std::int32_t>(rt::block_idx().z), ph, ext);
+KGATE_UNROLL
+    for (int x = 0; x < 3; ++x) src[x] = g.S[x], mul[x] = 1;
+    kdim = g.csg, ndim = g.clg, cstride = g.cs;
+  } else {
+KGATE_UNROLL
+    for (int x = 0; x < 3; ++x) ext[x] = g.S[x], src[x] = g.L[x], mul[x] = g.stride[x];
+    kdim = g.clg, ndim = g.csg, cstride = g.cl;
+  }
+  const std::int64_t M = std::int64_t{g.n} * ext[0] * ext[1] * ext[2];
+  const std::int64_t col_tiles = ceil_div(ndim, kMmaBN);
+  const std::int64_t grp = rt::block_idx().y / col_tiles;
+  const std::int64_t c0 = (rt::block_idx().y % col_tiles) * kMmaBN;
+  const std::int64_t m0 = static_cast<std::int64_t>(rt::block_idx().x) * kMmaBM;
+  if (m0 >= M) return;  // a stride phase with fewer positions than phase 0 (the whole workgroup)
+  const Tin* A = static_cast<const Tin*>(a.a);
+  const Tin* W = static_cast<const Tin*>(a.w);
+  KGATE_LDS(sA, std::uint16_t, 2 * TT::kASize);  // two stages
+  KGATE_LDS(sB, std::uint16_t, 2 * TT::kBSize);
+  KGATE_LDS(ptap, std::int32_t, kScatter ? 4 * kMaxPhaseTaps : 4);
+  KGATE_LDS(pcount, std::int32_t, 1);
+  KGATE_LDS(orow, std::int64_t, kMmaBM);  // output offset of each row of the tile, -1 past M
+  static_assert(kMmaBM == kMmaThreads);
+  {
+    const std::int64_t m = m0 + t;
+    orow[t] = m < M ? out_row<kScatter>(g, ph, ext, m) : std::int64_t{-1};
+  }
+  std::int64_t ntaps = g.taps;
+  if constexpr (kScatter) {
+    if (t == 0) pcount[0] = list_phase_taps(g, ph, ptap);
+    rt::barrier();
+    ntaps = pcount[0];
+  }
+  // The weight tap and per-axis source offsets of tap e (in KD, KH, KW order).
+  auto tap_of = [&](std::int64_t e, std::int64_t& tap, std::int32_t (&off)[3]) {
+    if constexpr (kScatter) {
+      tap = ptap[4 * e];
+KGATE_UNROLL
+      for (int x = 0; x < 3; ++x) off[x] = ptap[4 * e + 1 + x];
+    } else {
+      tap = e;
+      const std::int32_t k2 = static_cast<std::int32_t>(e % g.K[2]), k1 = static_cast<std::int32_t>((e / g.K[2]) % g.K[1]),
+                         k0 = static_cast<std::int32_t>(e / (std::int64_t{g.K[2]} * g.K[1]));
+      off[0] = k0 * g.dil[0] - g.pad[0];
+      off[1] = k1 * g.dil[1] - g.pad[1];
+      off[2] = k2 * g.dil[2] - g.pad[2];
+    }
+  };
+  // The A rows this work-item stages (t / kCK + kARows*s, channel load t % kCK),
+  // decoded once.
+  const int kc = t % kCK;
+  std::int32_t rb[kAPass], ri[kAPass][3];
+  bool rv[kAPass];
+KGATE_UNROLL
+  for (int s = 0; s < kAPass; ++s) {
+    const std::int64_t m = m0 + t / kCK + kARows * s;
+    rv[s] = m < M;
+    std::int64_t b, i[3];
+    decode_row(rv[s] ? m : m0, ext, b, i);
+    rb[s] = static_cast<std::int32_t>(b);
+KGATE_UNROLL
+    for (int x = 0; x < 3; ++x) ri[s][x] = static_cast<std::int32_t>(i[x]);
+  }
+  const std::int64_t kblocks = ceil_div(kdim, kMmaBK), nblk = ntaps * kblocks;
+  P pa[kAPass], pb[kBLoads];
+  // Global to registers: block step blk = (tap e, channels q0 .. q0 + BK).
+  auto fetch = [&](std::int64_t blk) {
+    std::int64_t tap;
+    std::int32_t off[3];
+    tap_of(blk / kblocks, tap, off);
+    const std::int64_t q0 = (blk % kblocks) * kMmaBK, q = q0 + kc * kMmaVec;
+KGATE_UNROLL
+    for (int s = 0; s < kAPass; ++s) {
+      const std::int64_t j0 = std::int64_t{ri[s][0]} * mul[0] + off[0];
+      const std::int64_t j1 = std::int64_t{ri[s][1]} * mul[1] + off[1];
+      const std::int64_t j2 = std::int64_t{ri[s][2]} * mul[2] + off[2];
+      const bool in = rv[s] && q < kdim && j0 >= 0 && j0 < src[0] && j1 >= 0 && j1 < src[1] && j2 >= 0 && j2 < src[2];
+      pa[s] = in ? load_pack(A + ((((rb[s] * std::int64_t{src[0]} + j0) * src[1] + j1) * src[2] + j2) * cstride +
+                                  grp * kdim + q),
+                             kdim - q, a.wide)
+                 : P{};
+    }
+KGATE_UNROLL
+    for (int s = 0; s < kBLoads; ++s) {
+      const int l = t + s * kMmaThreads;
+      if constexpr (kScatter) {  // B(q, c) = w[grp*csg + q][tap][c]: rows of output channels
+        const std::int64_t qq = q0 + l / kBRow, c = c0 + (l % kBRow) * kMmaVec;
+        pb[s] = qq < kdim && c < ndim ? load_pack(W + ((grp * g.csg + qq) * g.taps + tap) * g.clg + c, ndim - c, a.wide)
+                                      : P{};
+      } else {  // B(q, c) = w[grp*csg + c][tap][q]: rows of channels
+        const std::int64_t c = c0 + l / kCK, qq = q0 + (l % kCK) * kMmaVec;
+        pb[s] = c < ndim && qq < kdim ? load_pack(W + ((grp * g.csg + c) * g.taps + tap) * g.clg + qq, kdim - qq, a.wide)
+                                      : P{};
+      }
+    }
+  };
+  // Registers to LDS stage `st`; B always as [output channel][channel]
+  // (the scatter family's loads, along output channels, are transposed
+  // element by element).
+  auto stash = [&](int st) {
+KGATE_UNROLL
+    for (int s = 0; s < kAPass; ++s) sA.store<P>(st * TT::kASize + (t / kCK + kARows * s) * TT::LDK + kc * kMmaVec, pa[s]);
+KGATE_UNROLL
+    for (int s = 0; s < kBLoads; ++s) {
+      const int l = t + s * kMmaThreads;
+      if constexpr (kScatter) {
+KGATE_UNROLL
+        for (int i = 0; i < kMmaVec; ++i)
+          sB[st * TT::kBSize + ((l % kBRow) * kMmaVec + i) * TT::LDK + l / kBRow] = bits_of(pb[s].v[i]);
+      } else {
+        sB.store<P>(st * TT::kBSize + (l / kCK) * TT::LDK + (l % kCK) * kMmaVec, pb[s]);
+      }
+    }
+  };
+  const int wave = t / Atom::lanes, wm = wave % TT::WM, wn = wave / TT::WM;
+  mma::c_frag<Atom> acc[TT::AM][TT::AN];
+KGATE_UNROLL
+  for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+    for (int v = 0; v < TT::AN; ++v) acc[u][v] = mma::zero_c<Atom>();
+  // LDS stage `st` through the atoms: channel q0 + kk*K .. of the block
+  // step, one atom-K chunk at a time; the chain stops after the last chunk
+  // holding a channel (as the reduction plan counts it).
+  auto compute = [&](int st, std::int64_t q0) {
+    const int abase = st * TT::kASize + wm * TT::WTM * TT::LDK, bbase = st * TT::kBSize;
+    for (int kk = 0; kk < kMmaBK / Atom::K; ++kk) {
+      if (q0 + kk * Atom::K >= kdim) break;
+      mma::a_frag<Atom> af[TT::AM];
+      mma::b_frag<Atom> bf[TT::AN];
+KGATE_UNROLL
+      for (int u = 0; u < TT::AM; ++u)
+        af[u] = mma::load_a_run<Atom, kRunA>([&](int i, int k) {
+          return run_of<kRunA>(sA, abase + (u * Atom::M + i) * TT::LDK + kk * Atom::K + k);
+        });
+KGATE_UNROLL
+      for (int v = 0; v < TT::AN; ++v)
+        bf[v] = mma::load_b_run<Atom, kRunB>([&](int k, int j) {
+          return run_of<kRunB>(sB, bbase + (wn * TT::WTN + v * Atom::N + j) * TT::LDK + kk * Atom::K + k);
+        });
+KGATE_UNROLL
+      for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+        for (int v = 0; v < TT::AN; ++v) acc[u][v] = mma::mma<Atom>(af[u], bf[v], acc[u][v]);
+    }
+  };
+  // Two LDS stages, one barrier per block step: step blk+1 is loaded into
+  // registers before step blk's atoms run and stored into the other stage
+  // after them.
+  if (nblk > 0) {
+    fetch(0);
+    stash(0);
+  }
+  rt::barrier();
+  for (std::int64_t blk = 0; blk < nblk; ++blk) {
+    const bool more = blk + 1 < nblk;
+    if (more) fetch(blk + 1);
+    compute(static_cast<int>(blk & 1), (blk % kblocks) * kMmaBK);
+    if (more) {
+      stash(static_cast<int>((blk + 1) & 1));
+      rt::barrier();
+    }
+  }
   Tout* O = static_cast<Tout*>(a.out);
   const Tin* B = static_cast<const Tin*>(a.bias);
 KGATE_UNROLL
-  for (int u = 0; u < kTM; ++u) {
-    if (!rv[u]) continue;
-    const std::int64_t j0 = ph[0] + g.stride[0] * rt_[u][0];
-    const std::int64_t j1 = ph[1] + g.stride[1] * rt_[u][1];
-    const std::int64_t j2 = ph[2] + g.stride[2] * rt_[u][2];
-    const std::int64_t base = (((rb[u] * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl;
+  for (int u = 0; u < TT::AM; ++u)
 KGATE_UNROLL
-    for (int v = 0; v < kTN; ++v) {
-      if (c0 + v >= g.clg) continue;
-      const std::int64_t c = grp * g.clg + c0 + v;
-      float y = acc[u][v];
-      if (B) y = y + to_f32(B[c]);
-      O[base + c] = from_f32<Tout>(y);
-    }
-  }
+    for (int v = 0; v < TT::AN; ++v)
+      mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
+        const std::int64_t row = orow[wm * TT::WTM + u * Atom::M + i], c = c0 + wn * TT::WTN + v * Atom::N + j;
+        if (row < 0 || c >= ndim) return;
+        put_output<Tin, Tout>(O, B, row, grp * ndim + c, y);
+      });
 }
 
 // ---------------------------------------------------------------------------

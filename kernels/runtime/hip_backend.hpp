@@ -79,8 +79,8 @@ __device__ inline T* dynamic_lds() {
 }
 }  // namespace detail
 
-#define KGATE_LDS(name, T, N)            \
-  __shared__ T kgate_lds_##name[(N)];    \
+#define KGATE_LDS(name, T, N)                                   \
+  __shared__ __attribute__((aligned(16))) T kgate_lds_##name[(N)]; \
   const ::kgate::rt::lds_array<T> name(kgate_lds_##name)
 #define KGATE_LDS_DYNAMIC(name, T) const ::kgate::rt::lds_array<T> name(::kgate::rt::detail::dynamic_lds<T>())
 

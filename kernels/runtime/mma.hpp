@@ -321,6 +321,61 @@ KGATE_DEVICE b_frag<Atom> load_b(F&& at) {
   return f;
 }
 
+// Runs along K: the number of consecutive register elements of an operand
+// that hold consecutive K at one row (A) or column (B) of the atom: 2^b where
+// register basis vectors 0 .. b-1 are the K steps 1, 2, 4, ... (sm90
+// m16n8k16: 2; gfx942 32x32x8 bf16: 4; f32 atoms: 1).
+namespace detail {
+template <class Atom, int Op>
+KGATE_HD constexpr int k_run() {
+  constexpr layout L = layout_of<Atom, Op>();
+  int run = 1;
+  for (int b = 0; b < L.reg_bits; ++b) {
+    const coord step = Op == opA ? coord{0, 1 << b} : coord{1 << b, 0};
+    if (L.basis[b].row != step.row || L.basis[b].col != step.col) break;
+    run *= 2;
+  }
+  return run;
+}
+}  // namespace detail
+template <class Atom>
+inline constexpr int a_k_run = detail::k_run<Atom, detail::opA>();
+template <class Atom>
+inline constexpr int b_k_run = detail::k_run<Atom, detail::opB>();
+
+// As load_a / load_b, V registers per call: `at(row, col)` returns the V
+// elements from (row, col) on along K (A: columns col .. col + V - 1 of row
+// `row`; B: rows row .. row + V - 1 of column `col`) as frag<operand_t, V>,
+// e.g. one aligned vector LDS read; V divides the operand's K run (checked
+// at compile time), so every call starts on a multiple of V along K.
+namespace detail {
+template <class Atom, int Op, int V, class Frag, class F>
+KGATE_DEVICE Frag load_run(F&& at) {
+  const int lane = lane_id() % Atom::lanes;
+  Frag f;
+  KGATE_MMA_UNROLL
+  for (int r = 0; r < layout_of<Atom, Op>().regs(); r += V) {
+    const coord x = detail::at<Atom, Op>(lane, r);
+    const frag<operand_t<Atom>, V> v = at(x.row, x.col);
+    KGATE_MMA_UNROLL
+    for (int e = 0; e < V; ++e) f[r + e] = v[e];
+  }
+  return f;
+}
+}  // namespace detail
+
+template <class Atom, int V, class F>
+KGATE_DEVICE a_frag<Atom> load_a_run(F&& at) {
+  static_assert(V >= 1 && a_k_run<Atom> % V == 0, "V must divide the A operand's K run");
+  return detail::load_run<Atom, detail::opA, V, a_frag<Atom>>(at);
+}
+
+template <class Atom, int V, class F>
+KGATE_DEVICE b_frag<Atom> load_b_run(F&& at) {
+  static_assert(V >= 1 && b_k_run<Atom> % V == 0, "V must divide the B operand's K run");
+  return detail::load_run<Atom, detail::opB, V, b_frag<Atom>>(at);
+}
+
 template <class Atom>
 KGATE_DEVICE c_frag<Atom> zero_c() {
   c_frag<Atom> f;

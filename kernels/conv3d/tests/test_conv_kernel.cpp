@@ -109,36 +109,54 @@ TEST(ConvKernel, OracleCatchesAPlantedDefect) {
   EXPECT_EQ(judge(dx).state, oracle::State::failed);
 }
 
-// The matrix-core forward on each emulated target's numerics (gfx942 cdna3,
-// sm_90 round-toward-zero): the plan declares the target's model, tier 3 is
-// off for both (their errors are biased), a correct kernel passes tier 2 on
-// random data, and one element moved by twice its tier-2 bound fails.
+// The matrix-core kernel (conv_mma) on each emulated target's numerics
+// (gfx942 cdna3, sm_90 round-toward-zero), for the contract family and the
+// scatter family (stride 1, stride 2 with several taps per phase, the
+// one-tap k2 s2 up-sampling), with channel counts that take the 16-byte
+// loads and ones that do not (12 and 20 channels, several block steps and a
+// partial atom chunk per tap): the plan declares the target's model, tier 3
+// is off for both (their errors are biased), a correct kernel passes tier 2
+// on random data, and one element moved by twice its tier-2 bound fails.
 TEST(ConvKernel, MatrixCoreModelsPassAndAPlantedDefectFails) {
+  struct Case {
+    const char* d;
+    const char* kernel;
+    Role role;
+  };
+  const Case cases[] = {
+      {"conv3d.fwd bf16:fp32 n1 c64 k32 d6 kd3 p1", "conv_contract_mma", Role::y},
+      {"conv3d.fwd fp16:fp32 n2 c44 k20 d9 h10 w11 kd3 s2 p1 bias", "conv_contract_mma", Role::y},
+      {"conv3d.bwd_data bf16:fp32 n1 c32 k64 d6 kd3 p1", "conv_scatter_mma", Role::dx},
+      {"conv3d.bwd_data bf16:fp32 n1 c24 k12 d11 kd3 s2 p1", "conv_scatter_mma", Role::dx},
+      {"conv_transpose3d.fwd bf16:fp32 n1 c64 k32 d6 kd2 s2 bias", "conv_scatter_mma", Role::y},
+  };
   for (const rt::Target target : {rt::Target::gfx942, rt::Target::sm90}) {
     rt::host::ScopedConfig cfg(rt::host::config_for(target, rt::host::config()));
-    const Problem p = parse_descriptor("conv3d.fwd bf16:fp32 n1 c64 k32 d6 kd3 p1");
-    const auto& cp = std::get<ConvProblem>(p);
-    const kernels::Plan plan = kernels::plan(p);
-    ASSERT_EQ(plan.steps.at(0).kernel, "conv_contract_mma");
-    const ReductionPlan red = plan.reduction.at("y");
-    EXPECT_EQ(red.model, target == rt::Target::sm90 ? AccumModel::mma_sm90 : AccumModel::mfma_cdna3);
-    const Fill f = parse_fill("positive", 11);  // same-sign terms: the one-sided error adds up
-    const auto in = ref::make_inputs(p, f);
-    auto got = kernels::run(p, plan, kernels::pointers(in));
-    const ref::Inputs rin = ref::refs(in);
-    const auto want = ref::run_reference(p, rin, ref::Impl::fast);
-    const auto abs = ref::abs_companion(p, rin);
-    auto judge = [&](const Tensor& t) {
-      return oracle::compare_conv(cp, Role::y, want.at(Role::y), abs.at(Role::y), t, red, f);
-    };
-    const oracle::Report ok = judge(got.at(Role::y));
-    EXPECT_EQ(ok.state, oracle::State::passed) << oracle::to_table(ok);
-    EXPECT_EQ(ok.tier3.state, oracle::State::not_applicable);
-    ASSERT_FALSE(ok.tier2.worst.empty());
-    const oracle::WorstElement& w = ok.tier2.worst.front();
-    Tensor& y = got.at(Role::y);
-    y.set(w.index, w.reference + 2.0 * w.bound);
-    EXPECT_EQ(judge(y).state, oracle::State::failed) << rt::target_name(target);
+    for (const Case& c : cases) {
+      const Problem p = parse_descriptor(c.d);
+      const auto& cp = std::get<ConvProblem>(p);
+      const kernels::Plan plan = kernels::plan(p);
+      ASSERT_EQ(plan.steps.at(0).kernel, c.kernel) << c.d;
+      const ReductionPlan red = plan.reduction.at(std::string(name(c.role)));
+      EXPECT_EQ(red.model, target == rt::Target::sm90 ? AccumModel::mma_sm90 : AccumModel::mfma_cdna3) << c.d;
+      const Fill f = parse_fill("positive", 11);  // same-sign terms: the one-sided error adds up
+      const auto in = ref::make_inputs(p, f);
+      auto got = kernels::run(p, plan, kernels::pointers(in));
+      const ref::Inputs rin = ref::refs(in);
+      const auto want = ref::run_reference(p, rin, ref::Impl::fast);
+      const auto abs = ref::abs_companion(p, rin);
+      auto judge = [&](const Tensor& t) {
+        return oracle::compare_conv(cp, c.role, want.at(c.role), abs.at(c.role), t, red, f);
+      };
+      const oracle::Report ok = judge(got.at(c.role));
+      EXPECT_EQ(ok.state, oracle::State::passed) << c.d << "\n" << oracle::to_table(ok);
+      EXPECT_EQ(ok.tier3.state, oracle::State::not_applicable) << c.d;
+      ASSERT_FALSE(ok.tier2.worst.empty()) << c.d;
+      const oracle::WorstElement& w = ok.tier2.worst.front();
+      Tensor& y = got.at(c.role);
+      y.set(w.index, w.reference + 2.0 * w.bound);
+      EXPECT_EQ(judge(y).state, oracle::State::failed) << rt::target_name(target) << " " << c.d;
+    }
   }
 }
 

@@ -1,9 +1,10 @@
-// 64-bit indexing of the convolution kernels on the host backend: an input of
-// 1291^3 = 2,151,685,171 elements (> 2^31) read through a k1 s8 convolution,
-// so the work is small (162^3 outputs) but the last outputs read elements
-// past 2^31. The input is zero except for values planted at those elements;
-// a wrapped 32-bit offset would read a zero (or fault) instead. About 4.3 GB
-// of memory (runs alone).
+// 64-bit indexing of the convolution kernels on the host backend: a tensor of
+// 1291^3 = 2,151,685,171 elements (> 2^31) read (forward, backward-weight) or
+// written (backward-data) through a k1 s8 convolution, so the work is small
+// (162^3 lattice positions) but the last positions lie past 2^31. The input
+// is zero except for values planted at those elements; a wrapped 32-bit
+// offset would read a zero (or fault) instead, or write elsewhere. About
+// 4.3 GB of memory (runs alone).
 #include <gtest/gtest.h>
 
 #include "kernels/api.hpp"
@@ -81,6 +82,41 @@ TEST(ConvLarge, BackwardWeightReadsPastTwoToTheThirtyOne) {
   const cv::TreeArgs ta{ws.data(), 1, splits, dw.data()};
   KGATE_LAUNCH((cv::conv_tree<float>), launch_of(plan.steps.at(1)), ta);
   EXPECT_EQ(dw.download()[0], 31.0f);
+}
+
+// Backward-data (the scatter family) writes past 2^31: dx is the 1291^3
+// tensor, dy the 162^3 lattice of a k1 s8 convolution. Only stride phase 0
+// (grid z = 1 of the plan's 8^3 phases) is launched: it holds every lattice
+// position, the last ones past 2^31, and the other phases have no tap.
+TEST(ConvLarge, BackwardDataWritesPastTwoToTheThirtyOne) {
+  const Problem p = parse_descriptor("conv3d.bwd_data bf16 n1 c1 k1 d1291 kd1 s8");
+  const auto& cp = std::get<ConvProblem>(p);
+  ASSERT_TRUE(kernels::is_supported(p)) << kernels::is_supported(p).reason;
+  const kernels::Plan plan = kernels::plan(p);
+  ASSERT_EQ(plan.steps.at(0).kernel, "conv_scatter");
+  ASSERT_EQ(plan.steps.at(0).grid[2], 512u);
+  const std::int64_t outs = cp.out()[0] * cp.out()[1] * cp.out()[2];
+  std::vector<kgate::bf16> dyh(static_cast<std::size_t>(outs), kgate::bf16::from_float(0.0f));
+  dyh[static_cast<std::size_t>(outs - 1)] = kgate::bf16::from_float(5.0f);
+  dyh[static_cast<std::size_t>(outs - 2)] = kgate::bf16::from_float(7.0f);
+  rt::DeviceBuffer<kgate::bf16> dy(static_cast<std::size_t>(outs)), w(1);
+  dy.upload(dyh);
+  w.upload({kgate::bf16::from_float(1.0f)});
+  Large big;  // dx: written by the kernel at the lattice positions
+  const cv::GemmArgs a{kernels::conv_device_geom(cp), dy.data(), w.data(), nullptr, big.x.data(),
+                       static_cast<int>(plan.params.at("bn"))};
+  rt::LaunchConfig c = launch_of(plan.steps.at(0));
+  c.grid.z = 1;
+  KGATE_LAUNCH((cv::conv_scatter<kgate::bf16, kgate::bf16, false>), c, a);
+  auto at = [&](std::int64_t i) {
+    kgate::bf16 v;
+    rt::copy_d2h(&v, big.x.data() + i, sizeof v);
+    return v.to_float();
+  };
+  ASSERT_GT(Large::at(1), std::int64_t{1} << 31);
+  EXPECT_EQ(at(Large::at(0)), 5.0f);
+  EXPECT_EQ(at(Large::at(1)), 7.0f);
+  EXPECT_EQ(at(Large::at(2)), 0.0f);
 }
 
 }  // namespace

@@ -829,6 +829,10 @@ void lds_index_error(std::size_t index, std::size_t size, const std::source_loca
               " out of range [0, " + std::to_string(size) + ") at " + fmt_site(site));
 }
 
+void lds_misaligned(std::size_t align, const std::source_location& site) {
+  throw Error("LDS vector access not aligned to " + std::to_string(align) + " bytes at " + fmt_site(site));
+}
+
 void lds_note(const void* p, std::size_t bytes, bool write, const std::source_location& site) {
   Item* it = static_cast<Item*>(current);
   Executor& ex = *it->ex;

@@ -148,6 +148,7 @@ void exec_firstlane(const WaveGroup&);  // out = in of the lowest active lane
 void* lds_static_bytes(std::size_t bytes, std::size_t align, const std::source_location& site);
 void* lds_dynamic_bytes(std::size_t* bytes);
 [[noreturn]] void lds_index_error(std::size_t index, std::size_t size, const std::source_location& site);
+[[noreturn]] void lds_misaligned(std::size_t align, const std::source_location& site);
 void lds_note(const void* p, std::size_t bytes, bool write, const std::source_location& site);
 
 // Fatal in-kernel error (MFMA misuse and the like) with the current site.
@@ -275,6 +276,9 @@ class lds_array {
   void check_vec(const lds_index& i) const {
     static_assert(sizeof(V) % sizeof(T) == 0, "vector access must cover whole elements");
     if (i.v >= n_ || n_ - i.v < sizeof(V) / sizeof(T)) host::detail::lds_index_error(i.v, n_, i.site);
+    // A GPU's vector LDS access needs its natural alignment (KGATE_LDS
+    // arrays start 16-byte aligned on every backend).
+    if (reinterpret_cast<std::uintptr_t>(p_ + i.v) % alignof(V) != 0) host::detail::lds_misaligned(alignof(V), i.site);
   }
   T* p_;
   std::size_t n_;

@@ -100,6 +100,16 @@ KGATE_KERNEL(vector_lds, float* out) {
   for (int i = 0; i < 4; ++i) out[4 * t + i] = y.v[i];
 }
 
+// A 16-byte vector access one float past an aligned start.
+struct alignas(16) a16 {
+  float v[4];
+};
+KGATE_KERNEL(misaligned_vector_lds, float* out, int start) {
+  KGATE_LDS(buf, float, 64);
+  buf.store<a16>(start, a16{{1.0f, 2.0f, 3.0f, 4.0f}});
+  out[0] = buf[start];
+}
+
 class Lds : public ::testing::Test {
  protected:
   rt::host::ScopedConfig cfg_{rt::test::test_config()};
@@ -198,6 +208,14 @@ TEST_F(Lds, VectorAccess) {
   const auto v = out.download();
   for (unsigned t = 0; t < 64; ++t)
     for (unsigned i = 0; i < 4; ++i) ASSERT_EQ(v[4 * t + i], static_cast<float>((i + 1) * (63 - t)));
+}
+
+TEST_F(Lds, MisalignedVectorAccessIsReported) {
+  rt::DeviceBuffer<float> out(1);
+  const std::string msg =
+      error_of([&] { KGATE_LAUNCH(misaligned_vector_lds, (rt::LaunchConfig{1, 1}), out.data(), 1); });
+  EXPECT_NE(msg.find("LDS vector access not aligned to 16 bytes"), std::string::npos) << msg;
+  EXPECT_EQ(error_of([&] { KGATE_LAUNCH(misaligned_vector_lds, (rt::LaunchConfig{1, 1}), out.data(), 4); }), "");
 }
 
 }  // namespace

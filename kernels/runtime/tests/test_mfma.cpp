@@ -407,6 +407,19 @@ KGATE_KERNEL(mfma_divergent, float* out) {
   out[rt::lane_id()] = acc[0];
 }
 
+// K runs (load_a_run / load_b_run): consecutive registers holding
+// consecutive K, read off each atom's layout table.
+TEST(Mma, KRunsFollowTheLayouts) {
+  EXPECT_EQ(mma::a_k_run<mma::sm90_m16n8k16_bf16>, 2);  // a0, a1 at columns 2t, 2t + 1
+  EXPECT_EQ(mma::b_k_run<mma::sm90_m16n8k16_bf16>, 2);  // b0, b1 at rows 2t, 2t + 1
+  EXPECT_EQ(mma::a_k_run<mma::sm90_m16n8k8_f16>, 2);
+  EXPECT_EQ(mma::b_k_run<mma::sm90_m16n8k8_f16>, 2);
+  EXPECT_EQ(mma::a_k_run<mma::gfx942_32x32x8_bf16>, 4);  // element k % 4
+  EXPECT_EQ(mma::b_k_run<mma::gfx942_16x16x16_f16>, 4);
+  EXPECT_EQ(mma::a_k_run<mma::gfx942_32x32x4_xf32>, 2);
+  EXPECT_EQ(mma::a_k_run<mma::gfx942_32x32x2_f32>, 1);  // one register
+}
+
 TEST(Mma, InactiveLanesAreAnError) {
   rt::host::ScopedConfig sc(rt::test::test_config());
   rt::DeviceBuffer<float> out(64);
