@@ -242,14 +242,7 @@ std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan
 
 namespace {
 
-// The dtype pairs supported_pair accepts, in a fixed order.
-std::vector<std::pair<DType, DType>> supported_pairs() {
-  std::vector<std::pair<DType, DType>> out;
-  for (DType src : {DType::fp32, DType::bf16, DType::fp16})
-    for (DType dst : {DType::fp32, DType::bf16, DType::fp16})
-      if (supported_pair(src, dst)) out.emplace_back(src, dst);
-  return out;
-}
+// The gate's boundary problems (below this line: not kernel code).
 
 // The smallest channels per group whose vector width is v (Cg = 1 is the
 // smallest group, a boundary of its own).
