@@ -148,7 +148,7 @@ TEST(ConvKernel, MatrixCoreModelsPassAndAPlantedDefectFails) {
 // A 1x1x1-kernel problem of op-dir `op` with c channels on both sides and
 // `rows` positions (the plans' sweeps below).
 ConvProblem sweep_problem(const std::string& op, std::int64_t c, std::int64_t rows, DType t = DType::fp32) {
-  ConvProblem p = conv((op + " fp32 n1 c1 k1 d1").c_str());
+  ConvProblem p = conv((op + " fp32 n1 c1 k1 d1 kd1").c_str());
   p.cin = p.cout = c;
   p.in = {1, 1, rows};
   p.src = p.dst = t;

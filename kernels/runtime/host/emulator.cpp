@@ -328,12 +328,12 @@ void check_guards_locked(std::uintptr_t user, const Allocation& a, const char* w
   const std::size_t back = first_clobbered(a.base + back_off, back_n, back_off);
   std::uintptr_t fault = 0;
   if (opened) {
+    fill_poison(back_page, kGuard);  // the next kernel starts from poison (page-aligned: phase 0)
     if (mprotect(back_page, kGuard, PROT_NONE) != 0) throw Error("device memory: mprotect failed");
     slot->fetch_and(~std::uintptr_t{1});
     fault = g_fault_addr.exchange(0);
     if (fault < reinterpret_cast<std::uintptr_t>(back_page) || fault >= reinterpret_cast<std::uintptr_t>(back_page) + kGuard)
       fault = reinterpret_cast<std::uintptr_t>(back_page);  // another allocation's fault came first: this one's page was read too
-    fill_poison(back_page, kGuard);  // the next kernel starts from poison (p is page-aligned: phase 0)
   }
   if (front == a.user_off && back == back_n && !fault) return;
   std::ostringstream os;
