@@ -75,11 +75,15 @@ std::map<Role, Tensor> run(const Problem& p, const Plan& pl, const std::map<Role
 std::vector<BoundaryProblem> boundary_problems(const std::string& op_dir) {
   if (op_dir == "groupnorm.fwd") return groupnorm_boundary_problems(GnDir::fwd);
   if (op_dir == "groupnorm.bwd") return groupnorm_boundary_problems(GnDir::bwd);
+  for (ConvOp op : {ConvOp::conv3d, ConvOp::conv_transpose3d})
+    for (ConvDir dir : {ConvDir::fwd, ConvDir::bwd_data, ConvDir::bwd_weight})
+      if (op_dir == std::string(name(op)) + "." + std::string(name(dir))) return conv_boundary_problems(op, dir);
   return {};
 }
 
 std::vector<std::string> unreachable_branches(const std::string& op_dir) {
   if (op_dir.rfind("groupnorm.", 0) == 0) return groupnorm_unreachable_branches();
+  if (op_dir.rfind("conv3d.", 0) == 0 || op_dir.rfind("conv_transpose3d.", 0) == 0) return conv_unreachable_branches();
   return {};
 }
 

@@ -21,6 +21,15 @@ inline bool supported_pair(DType src, DType dst) {
   return dst == DType::fp32 || dst == src;
 }
 
+// The dtype pairs supported_pair accepts, in a fixed order.
+inline std::vector<std::pair<DType, DType>> supported_pairs() {
+  std::vector<std::pair<DType, DType>> out;
+  for (DType src : {DType::fp32, DType::bf16, DType::fp16})
+    for (DType dst : {DType::fp32, DType::bf16, DType::fp16})
+      if (supported_pair(src, dst)) out.emplace_back(src, dst);
+  return out;
+}
+
 // A device copy of a host tensor (or of uninitialised output storage).
 struct DeviceTensor {
   rt::DeviceBuffer<std::byte> buf;

@@ -21,4 +21,9 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
 cv::Geom conv_device_geom(const ConvProblem& p);
 std::int64_t conv_wgrad_splits(const ConvProblem& p);
 
+// The gate's boundary problems and unreachable branches (conv_boundary.cpp;
+// kernels::boundary_problems, unreachable_branches).
+std::vector<BoundaryProblem> conv_boundary_problems(ConvOp op, ConvDir dir);
+std::vector<std::string> conv_unreachable_branches();
+
 }  // namespace kgate::kernels

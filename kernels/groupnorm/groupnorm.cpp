@@ -239,14 +239,24 @@ Executed execute(const GroupNormProblem& p, const Plan& plan, const std::map<Rol
   DeviceTensor dy(input("groupnorm", in, Role::dy)), mean(input("groupnorm", in, Role::mean)), rstd(input("groupnorm", in, Role::rstd));
   const std::size_t dx_bytes = static_cast<std::size_t>(x.numel()) * size_of(p.src);
   const std::size_t c_bytes = static_cast<std::size_t>(p.c * 4);
-  DeviceTensor dxo(dx_bytes), dgamma(c_bytes), dbeta(c_bytes), ws(plan.workspace_bytes);
+  DeviceTensor dxo(dx_bytes), dgamma(c_bytes), dbeta(c_bytes);
+  // The plan's workspace as one allocation per array (partials, sums,
+  // coefficients; the sizes add up to plan.workspace_bytes), so that a read
+  // past one array's end is past an allocation's end (the host backend
+  // reports it).
+  const std::size_t partial_bytes = static_cast<std::size_t>(g.N * g.chunks * g.C * 2 * 4);
+  const std::size_t sums_bytes = static_cast<std::size_t>(g.N * g.C * 2 * 4);
+  const std::size_t coef_bytes = plan.workspace_bytes - partial_bytes - sums_bytes;
+  DeviceTensor ws_partial(partial_bytes), ws_sums(sums_bytes), ws_coef(coef_bytes);
   prefill(dxo, dx_bytes);
   prefill(dgamma, c_bytes);
   prefill(dbeta, c_bytes);
-  prefill(ws, plan.workspace_bytes);
-  float* partial = ws.as<float>();
-  float* sums = partial + g.N * g.chunks * g.C * 2;
-  float* coef = sums + g.N * g.C * 2;
+  prefill(ws_partial, partial_bytes);
+  prefill(ws_sums, sums_bytes);
+  prefill(ws_coef, coef_bytes);
+  float* partial = ws_partial.as<float>();
+  float* sums = ws_sums.as<float>();
+  float* coef = ws_coef.as<float>();
   if (phase == Phase::finish) sums = comb->as<float>();
   gn::BwdArgs a{g, dx_in.data(), dy.data(), mean.as<const float>(), rstd.as<const float>(),
                 gamma ? gamma->as<const float>() : nullptr, beta ? beta->as<const float>() : nullptr,
@@ -308,14 +318,7 @@ std::map<Role, Tensor> groupnorm_finish(const GroupNormProblem& p, const std::ma
 
 namespace {
 
-// The dtype pairs supported_pair accepts, in a fixed order.
-std::vector<std::pair<DType, DType>> supported_pairs() {
-  std::vector<std::pair<DType, DType>> out;
-  for (DType src : {DType::fp32, DType::bf16, DType::fp16})
-    for (DType dst : {DType::fp32, DType::bf16, DType::fp16})
-      if (supported_pair(src, dst)) out.emplace_back(src, dst);
-  return out;
-}
+// The gate's boundary problems (below this line: not kernel code).
 
 // The smallest channels per group whose vector width is v (Cg = 1 is the
 // smallest group, a boundary of its own).

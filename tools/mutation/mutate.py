@@ -5,8 +5,10 @@ Copies the source tree to WORK/src, configures WORK/build once (ccache when
 found), then for each sampled mutant: applies one source mutation, rebuilds
 kgate and the property tests incrementally, and runs the default gate in
 stages that stop at the first failure (a killed mutant):
-  1. kgate verify --config plan --repeats 0   (the kernels' boundary problems)
-  2. the GroupNorm property tests at their CI size (RC_PARAMS max_success=500)
+  1. kgate verify --config plan --repeats 0   (the boundary problems of the
+     mutated file's operator)
+  2. the property tests of the mutated file's operator at their CI size
+     (GroupNorm: RC_PARAMS max_success=500; conv: max_success=1000)
   3. kgate verify                 (the whole default gate, bitwise corpus included)
 Each stage stops at its first failure line.
 A mutant that does not compile is stillborn and not counted. A stage that
@@ -37,8 +39,15 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_FILES = ["kernels/groupnorm/gn_kernels.hpp", "kernels/groupnorm/groupnorm.cpp"]
+# The property tests (and their CI size) and the verify filters of the
+# boundary problems that gate a file, by folder. Another operator's problems
+# never run the mutated code.
+PROPS = {"kernels/groupnorm/": ("test_groupnorm_props", "max_success=500"),
+         "kernels/conv3d/": ("test_conv_props", "max_success=1000")}
+PLAN_FILTERS = {"kernels/groupnorm/": [["op=groupnorm"]],
+                "kernels/conv3d/": [["op=conv3d"], ["op=conv_transpose3d"]]}
 # groupnorm.cpp below this line is the gate's boundary-problem generator, not kernel code.
-STOP_MARK = "// The dtype pairs supported_pair accepts"
+STOP_MARK = "// The gate's boundary problems (below this line: not kernel code)."
 
 
 def code_part(line):
@@ -145,6 +154,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=900, help="seconds per gate stage")
     ap.add_argument("--min-score", type=float, default=1.0, help="exit 1 below this score")
     ap.add_argument("--list", action="store_true", help="print the sampled mutants and stop")
+    ap.add_argument("--quick", action="store_true",
+                    help="stop after stages 1-2 (a survivor then has not met the whole verify: a sample's shortcut)")
     ap.add_argument("--mutant", action="append", default=[], metavar="FILE:LINE:OLD=>NEW",
                     help="run this planted mutant (first OLD on LINE replaced) instead of sampling; repeatable")
     args = ap.parse_args()
@@ -213,23 +224,28 @@ def main():
         if shutil.which("ccache"):
             cfg.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
         subprocess.run(cfg, check=True, stdout=subprocess.DEVNULL)
-    targets = ["kgate", "test_groupnorm_props"]
+    targets = ["kgate", "test_groupnorm_props", "test_conv_props"]
     rc, out, _ = run(["ninja", "-C", build, f"-j{args.jobs}"] + targets, src, None)
     if rc != 0:
         print(out[-3000:])
         print("mutate: error: the unmutated tree does not build", file=sys.stderr)
         return 2
     kgate = os.path.join(build, "tools", "kgate")
-    props = os.path.join(build, "property_tests", "test_groupnorm_props")
     tmp = os.path.join(args.work, "reports")
     os.makedirs(tmp, exist_ok=True)
     rep = ["--report", os.path.join(tmp, "r.json"), "--junit", os.path.join(tmp, "j.xml")]
-    # The CI size, without shrinking (the first counterexample decides).
-    env = dict(os.environ, RC_PARAMS="max_success=500 noshrink=1")
-    stages = [("verify --config plan", [kgate, "verify", "--jobs", str(args.jobs), "--config", "plan", "--bitwise", "",
-                                        "--repeats", "0"] + rep, None),
-              ("property tests", [props], env),
-              ("verify", [kgate, "verify", "--jobs", str(args.jobs)] + rep, None)]
+
+    def stages(f):
+        props = [(os.path.join(build, "property_tests", t),
+                  # The CI size, without shrinking (the first counterexample decides).
+                  dict(os.environ, RC_PARAMS=size + " noshrink=1"))
+                 for folder, (t, size) in PROPS.items() if f.startswith(folder)]
+        filters = next((v for folder, v in PLAN_FILTERS.items() if f.startswith(folder)), [[]])
+        plan = [("verify --config plan" + "".join(" --filter " + x for x in fl),
+                 [kgate, "verify", "--jobs", str(args.jobs), "--config", "plan", "--bitwise", "", "--repeats", "0"]
+                 + [a for x in fl for a in ("--filter", x)] + rep, None) for fl in filters]
+        full = [] if args.quick else [("verify", [kgate, "verify", "--jobs", str(args.jobs)] + rep, None)]
+        return plan + [("property tests", cmd, env) for cmd, env in props] + full
 
     killed, survived, stillborn = [], [], []
     try:
@@ -246,7 +262,7 @@ def main():
                 print(f"{label}: stillborn (does not compile)", flush=True)
             else:
                 by = None
-                for name, cmd, e in stages:
+                for name, cmd, e in stages(f):
                     rc, out, secs = run(cmd, src, args.timeout, e)
                     if rc != 0:
                         by = f"{name} (exit {rc}, {secs:.0f} s)"
@@ -256,7 +272,7 @@ def main():
                     print(f"{label}: killed by {by}", flush=True)
                 else:
                     survived.append((label, diff))
-                    print(f"{label}: SURVIVED\n{diff}", flush=True)
+                    print(f"{label}: SURVIVED{' stages 1-2 (--quick)' if args.quick else ''}\n{diff}", flush=True)
             with open(os.path.join(src, f), "w") as fh:
                 fh.write(originals[f])
     finally:
@@ -265,8 +281,13 @@ def main():
                 fh.write(text)
     counted = len(killed) + len(survived)
     score = len(killed) / counted if counted else 0.0
-    print(f"\nmutation score: {len(killed)}/{counted} = {score:.3f} killed "
+    print(f"\nmutation score{' (--quick: stages 1-2 only)' if args.quick else ''}: {len(killed)}/{counted} = {score:.3f} killed "
           f"({len(stillborn)} stillborn, not counted)")
+    for f in args.files:
+        k = sum(1 for x in killed if x[0].split(" ")[2].startswith(f + ":"))
+        n = k + sum(1 for x in survived if x[0].split(" ")[2].startswith(f + ":"))
+        if n:
+            print(f"  {f}: {k}/{n} = {k / n:.3f} killed")
     if survived:
         print("survivors:")
         for label, diff in survived:

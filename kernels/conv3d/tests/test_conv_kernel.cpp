@@ -5,9 +5,12 @@
 // catches a planted defect in a kernel's output.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "kernels/api.hpp"
 #include "kernels/runtime/runtime.hpp"
 #include "oracles/oracle.hpp"
+#include "reference/conv3d/conv_geometry.hpp"
 #include "reference/conv3d/ref.hpp"
 #include "reference/descriptor.hpp"
 
@@ -158,6 +161,123 @@ TEST(ConvKernel, MatrixCoreModelsPassAndAPlantedDefectFails) {
       EXPECT_EQ(judge(y).state, oracle::State::failed) << rt::target_name(target) << " " << c.d;
     }
   }
+}
+
+// A 1x1x1-kernel problem of op-dir `op` with c channels on both sides and
+// `rows` positions (the plans' sweeps below).
+ConvProblem sweep_problem(const std::string& op, std::int64_t c, std::int64_t rows, DType t = DType::fp32) {
+  ConvProblem p = conv((op + " fp32 n1 c1 k1 d1 kd1").c_str());
+  p.cin = p.cout = c;
+  p.in = {1, 1, rows};
+  p.src = p.dst = t;
+  return p;
+}
+
+std::int64_t param_or(const kernels::Plan& pl, const char* k, std::int64_t d) {
+  const auto it = pl.params.find(k);
+  return it == pl.params.end() ? d : it->second;
+}
+
+// The boundary problems reach every value the plan selects over a sweep of
+// problems (computed here from plans, independently of the generator):
+// every main kernel of the family, every bn with a ragged and (where one
+// exists) a full last column tile, every dtype pair, matrix cores for every
+// pair that has them, split counts 1, 2, an odd one and the most (dw and db),
+// one-tap and general scatter, one and several phases, the smallest problem;
+// each problem is supported, of its op-dir and listed once.
+TEST(ConvKernel, BoundaryProblemsReachEveryPlanValue) {
+  for (const char* op : {"conv3d.fwd", "conv3d.bwd_data", "conv3d.bwd_weight", "conv_transpose3d.fwd",
+                         "conv_transpose3d.bwd_data", "conv_transpose3d.bwd_weight"}) {
+    SCOPED_TRACE(op);
+    const auto probs = kernels::boundary_problems(op);
+    ASSERT_FALSE(probs.empty());
+    // What the plan can select (sweeps).
+    std::set<std::int64_t> want_bn, want_full_bn;
+    for (std::int64_t c = 1; c <= 1024; ++c) {
+      const kernels::Plan pl = kernels::plan(Problem(sweep_problem(op, c, 1)));
+      want_bn.insert(param_or(pl, "bn", 1));
+      if (c % (param_or(pl, "tile_n", 1) * param_or(pl, "bn", 1)) == 0) want_full_bn.insert(param_or(pl, "bn", 1));
+    }
+    const kernels::Plan one = kernels::plan(Problem(sweep_problem(op, 1, 1)));
+    const bool wgrad = one.steps.front().kernel == "conv_wgrad";
+    const bool scatter = one.steps.front().kernel.find("scatter") != std::string::npos;
+    const bool contract = !wgrad && !scatter;
+    const std::int64_t most_splits =
+        wgrad ? kernels::plan(Problem(sweep_problem(op, 1, std::int64_t{1} << 22))).params.at("splits") : 1;
+
+    std::set<std::string> kernels_seen, pairs, mma_pairs, descriptors;
+    std::set<std::int64_t> bn_ragged, bn_full, splits, db_splits, phases, one_tap;
+    bool smallest = false, odd_split = false;
+    for (const auto& b : probs) {
+      SCOPED_TRACE(b.why);
+      EXPECT_EQ(op_dir_name(b.problem), op);
+      ASSERT_TRUE(kernels::is_supported(b.problem));
+      EXPECT_TRUE(descriptors.insert(to_descriptor(b.problem)).second) << "twice";
+      const auto& p = std::get<ConvProblem>(b.problem);
+      const kernels::Plan pl = kernels::plan(b.problem);
+      kernels_seen.insert(pl.steps.front().kernel);
+      const std::string pair = std::string(name(p.src)) + ":" + std::string(name(p.dst));
+      pairs.insert(pair);
+      if (pl.steps.front().kernel == "conv_contract_mma") mma_pairs.insert(pair);
+      const ref::detail::ConvGeom g = ref::detail::make_geom(p);
+      if (pl.params.count("bn")) {
+        const std::int64_t n = contract ? g.csg : g.clg;
+        const std::int64_t cols = pl.params.at("tile_n") * pl.params.at("bn");
+        (n % cols ? bn_ragged : bn_full).insert(pl.params.at("bn"));
+      }
+      if (wgrad) {
+        splits.insert(pl.params.at("splits"));
+        odd_split |= pl.params.at("splits") > 2 && pl.params.at("splits") % 2 == 1;
+        if (pl.params.count("db_splits")) db_splits.insert(pl.params.at("db_splits"));
+      }
+      if (scatter) {
+        phases.insert(pl.params.at("phases"));
+        one_tap.insert(pl.params.at("one_tap"));
+      }
+      smallest |= p.n == 1 && p.cin == 1 && p.cout == 1 && g.s_pos == 1 && g.l_pos == 1 && g.taps == 1;
+    }
+    EXPECT_EQ(bn_ragged, want_bn);
+    EXPECT_EQ(bn_full, want_full_bn);
+    EXPECT_EQ(pairs.size(), 5u);
+    EXPECT_TRUE(smallest);
+    if (contract) {
+      EXPECT_EQ(kernels_seen, (std::set<std::string>{"conv_contract", "conv_contract_mma"}));
+      // Every pair with a 16-bit input has an atom.
+      EXPECT_EQ(mma_pairs, (std::set<std::string>{"bf16:bf16", "bf16:fp32", "fp16:fp16", "fp16:fp32"}));
+    }
+    if (scatter) {
+      EXPECT_EQ(kernels_seen, (std::set<std::string>{"conv_scatter", "conv_scatter_one_tap"}));
+      EXPECT_EQ(one_tap, (std::set<std::int64_t>{0, 1}));
+      EXPECT_TRUE(phases.count(1) && phases.count(8) && phases.size() >= 4);
+    }
+    if (wgrad) {
+      EXPECT_EQ(kernels_seen, (std::set<std::string>{"conv_wgrad"}));
+      EXPECT_GT(most_splits, 3);
+      for (std::int64_t s : {std::int64_t{1}, std::int64_t{2}, most_splits}) {
+        EXPECT_TRUE(splits.count(s)) << "splits " << s;
+        EXPECT_TRUE(db_splits.count(s)) << "db_splits " << s;
+      }
+      EXPECT_TRUE(odd_split);
+    }
+  }
+  EXPECT_FALSE(kernels::unreachable_branches("conv3d.fwd").empty());
+  EXPECT_TRUE(kernels::boundary_problems("conv3d.nothing").empty());
+}
+
+// The backward-weight split rule's limits, checked without a run: a
+// weight gradient large enough lowers the split count below the rows' count
+// (the workspace bound), and one too large for any split is a one-split plan
+// that is still supported (the workspace decline is never reached).
+TEST(ConvKernel, WorkspaceLimitsTheSplitCount) {
+  const std::int64_t rows = std::int64_t{1} << 16;
+  const auto splits = [](const ConvProblem& p) { return kernels::plan(Problem(p)).params.at("splits"); };
+  const ConvProblem narrow = sweep_problem("conv3d.bwd_weight", 1, rows);
+  const ConvProblem wide = sweep_problem("conv3d.bwd_weight", 2048, rows);
+  const ConvProblem huge = sweep_problem("conv3d.bwd_weight", 1 << 14, rows);
+  EXPECT_GT(splits(narrow), splits(wide));
+  EXPECT_GT(splits(wide), 1);
+  ASSERT_TRUE(kernels::is_supported(Problem(huge)).ok);
+  EXPECT_EQ(splits(huge), 1);
 }
 
 }  // namespace

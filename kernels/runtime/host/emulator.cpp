@@ -18,10 +18,13 @@
 #include <mutex>
 #include <new>
 #include <random>
+#include <csignal>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "kernels/runtime/runtime.hpp"
 
@@ -214,14 +217,88 @@ namespace {
 
 constexpr std::size_t kGuard = 4096;
 
+// An allocation is mapped as [front guard][poison slack][user bytes][back
+// guard]: the user bytes end where the back guard page begins, so the first
+// byte past the end is in the guard. Guards and slack hold poison; the back
+// guard is also inaccessible (PROT_NONE), so that a read past the end traps
+// (reads before the start see poison and are not detected).
 struct Allocation {
   unsigned char* base;  // start of the front guard
   std::size_t size;     // bytes the caller asked for
-  std::size_t total;    // guard + data + guard
+  std::size_t total;    // guard + data pages + guard
+  std::size_t user_off; // offset of the user bytes from base
+  std::size_t slot;     // the back guard's slot in g_guard_pages
 };
 
 std::mutex g_mem_mutex;
 std::map<std::uintptr_t, Allocation> g_allocs;  // keyed by user address
+
+// The back guard pages, for the SIGSEGV handler (which takes no lock): an
+// open-addressing table written under g_mem_mutex and read lock-free. A
+// slot holds the page address, with bit 0 set while the page is opened.
+constexpr std::size_t kGuardSlots = std::size_t{1} << 16;
+constexpr std::uintptr_t kTombstone = 1;  // a freed slot (no page is at address 0 or 1)
+std::atomic<std::uintptr_t> g_guard_pages[kGuardSlots];
+// The first address past the end of an allocation that a kernel touched
+// since the last check (0: none).
+std::atomic<std::uintptr_t> g_fault_addr{0};
+
+std::size_t guard_slot(std::uintptr_t page) { return (page / kGuard * 0x9E3779B97F4A7C15ull) >> 48; }
+
+std::size_t guard_insert_locked(std::uintptr_t page) {
+  for (std::size_t i = guard_slot(page), n = 0; n < kGuardSlots; ++n, i = (i + 1) % kGuardSlots) {
+    const std::uintptr_t v = g_guard_pages[i].load(std::memory_order_relaxed);
+    if (v == 0 || v == kTombstone) {
+      g_guard_pages[i].store(page, std::memory_order_release);
+      return i;
+    }
+  }
+  throw OutOfMemory("device_malloc: more than 65536 live device allocations");
+}
+
+// The slot of `page` (opened or not), or nullptr.
+std::atomic<std::uintptr_t>* guard_find(std::uintptr_t page) {
+  for (std::size_t i = guard_slot(page), n = 0; n < kGuardSlots; ++n, i = (i + 1) % kGuardSlots) {
+    const std::uintptr_t v = g_guard_pages[i].load(std::memory_order_acquire);
+    if (v == 0) return nullptr;
+    if ((v & ~std::uintptr_t{1}) == page && v != kTombstone) return &g_guard_pages[i];
+  }
+  return nullptr;
+}
+
+struct sigaction g_prev_segv;
+
+// A fault in a back guard page: note the address, open the page (it holds
+// poison) and let the access repeat; check_all_guards reports it after the
+// kernel. Any other fault goes to the previous handler (or kills the process).
+void on_segv(int sig, siginfo_t* info, void* uc) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  std::atomic<std::uintptr_t>* slot = guard_find(addr & ~(kGuard - 1));
+  if (slot && mprotect(reinterpret_cast<void*>(addr & ~(kGuard - 1)), kGuard, PROT_READ | PROT_WRITE) == 0) {
+    std::uintptr_t none = 0;
+    g_fault_addr.compare_exchange_strong(none, addr);
+    slot->fetch_or(1);
+    return;
+  }
+  if (g_prev_segv.sa_flags & SA_SIGINFO) {
+    if (g_prev_segv.sa_sigaction) return g_prev_segv.sa_sigaction(sig, info, uc);
+  } else if (g_prev_segv.sa_handler != SIG_DFL && g_prev_segv.sa_handler != SIG_IGN && g_prev_segv.sa_handler) {
+    return g_prev_segv.sa_handler(sig);
+  }
+  signal(SIGSEGV, SIG_DFL);  // the access repeats and kills the process as usual
+}
+
+void install_segv_handler() {
+  static const bool once = [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = &on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &g_prev_segv);
+    return true;
+  }();
+  (void)once;
+}
 
 // A page of poison, for filling and comparing in bulk.
 const unsigned char* poison_page() {
@@ -254,19 +331,39 @@ std::size_t first_clobbered(const unsigned char* p, std::size_t n, std::size_t p
   return n;
 }
 
-// Throws if a guard of `a` (user address `user`) was written.
+// Throws if a guard of `a` (user address `user`) was written, or if a
+// kernel touched its back guard (then reopened: inaccessible again).
 void check_guards_locked(std::uintptr_t user, const Allocation& a, const char* when) {
-  const std::size_t front = first_clobbered(a.base, kGuard, 0);
-  const std::size_t back_off = kGuard + a.size;
-  const std::size_t back = first_clobbered(a.base + back_off, a.total - back_off, back_off);
-  if (front == kGuard && back == a.total - back_off) return;
+  const std::size_t front = first_clobbered(a.base, a.user_off, 0);
+  const std::size_t back_off = a.user_off + a.size;
+  auto* back_page = a.base + a.total - kGuard;
+  std::atomic<std::uintptr_t>* slot = &g_guard_pages[a.slot];
+  const bool opened = slot->load() & 1;
+  // Without a fault the back guard is untouched (and unreadable).
+  const std::size_t back_n = opened ? a.total - back_off : a.total - kGuard - back_off;
+  const std::size_t back = first_clobbered(a.base + back_off, back_n, back_off);
+  std::uintptr_t fault = 0;
+  if (opened) {
+    fill_poison(back_page, kGuard);  // the next kernel starts from poison (page-aligned: phase 0)
+    if (mprotect(back_page, kGuard, PROT_NONE) != 0) throw Error("device memory: mprotect failed");
+    slot->fetch_and(~std::uintptr_t{1});
+    fault = g_fault_addr.exchange(0);
+    if (fault < reinterpret_cast<std::uintptr_t>(back_page) || fault >= reinterpret_cast<std::uintptr_t>(back_page) + kGuard)
+      fault = reinterpret_cast<std::uintptr_t>(back_page);  // another allocation's fault came first: this one's page was read too
+  }
+  if (front == a.user_off && back == back_n && !fault) return;
   std::ostringstream os;
-  os << when << ": a write outside the device allocation at 0x" << std::hex << user << std::dec << " ("
-     << a.size << " bytes): ";
-  if (front != kGuard)
-    os << "byte at offset -" << (kGuard - front) << " (before the start) was overwritten";
-  else
-    os << "byte at offset +" << (a.size + back) << " (past the end) was overwritten";
+  os << when << ": ";
+  if (front != a.user_off || back != back_n) {
+    os << "a write outside the device allocation at 0x" << std::hex << user << std::dec << " (" << a.size << " bytes): ";
+    if (front != a.user_off)
+      os << "byte at offset -" << (a.user_off - front) << " (before the start) was overwritten";
+    else
+      os << "byte at offset +" << (a.size + back) << " (past the end) was overwritten";
+  } else {
+    os << "a read outside the device allocation at 0x" << std::hex << user << std::dec << " (" << a.size
+       << " bytes): byte at offset +" << (fault - user) << " (past the end) was read";
+  }
   throw Error(os.str());
 }
 
@@ -301,14 +398,28 @@ void* device_malloc(std::size_t bytes) {
   using namespace host::detail;
   if (bytes > std::numeric_limits<std::size_t>::max() - 3 * kGuard)  // the rounding and the guards would wrap
     allocation_failed("device_malloc", bytes, true, "larger than the address space");
+  install_segv_handler();
   const std::size_t data = (bytes + kGuard - 1) / kGuard * kGuard;
   const std::size_t total = kGuard + data + kGuard;
-  auto* base = static_cast<unsigned char*>(std::aligned_alloc(kGuard, total));
-  if (!base) allocation_failed("device_malloc", bytes, true, "out of host memory");
+  void* m = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) allocation_failed("device_malloc", bytes, true, "out of host memory");
+  auto* base = static_cast<unsigned char*>(m);
   host::detail::fill_poison(base, total);
+  if (mprotect(base + kGuard + data, kGuard, PROT_NONE) != 0) {
+    munmap(m, total);
+    allocation_failed("device_malloc", bytes, true, "mprotect failed");
+  }
+  const std::size_t user_off = kGuard + data - bytes;
   std::lock_guard lk(g_mem_mutex);
-  g_allocs[reinterpret_cast<std::uintptr_t>(base + kGuard)] = Allocation{base, bytes, total};
-  return base + kGuard;
+  std::size_t slot = 0;
+  try {
+    slot = guard_insert_locked(reinterpret_cast<std::uintptr_t>(base + kGuard + data));
+  } catch (...) {
+    munmap(m, total);
+    throw;
+  }
+  g_allocs[reinterpret_cast<std::uintptr_t>(base + user_off)] = Allocation{base, bytes, total, user_off, slot};
+  return base + user_off;
 }
 
 void device_free(void* p) {
@@ -319,7 +430,8 @@ void device_free(void* p) {
   if (it == g_allocs.end()) throw Error("device_free: pointer was not returned by device_malloc");
   const Allocation a = it->second;
   g_allocs.erase(it);
-  std::free(a.base);
+  g_guard_pages[a.slot].store(kTombstone, std::memory_order_release);
+  munmap(a.base, a.total);
 }
 
 namespace {
