@@ -206,8 +206,10 @@ void geometry_cases(Gen& g) {
 // each (portable with the same dtype), and ragged / full / multiple atom tiles
 // along M, N and K for every pair that has an atom.
 void mma_cases(Gen& g) {
-  auto mma_at = [&](std::int64_t csg, std::int64_t clg, std::pair<DType, DType> t) {
-    ConvProblem p = g.make(csg, clg, 1, {1, 1, 1});
+  // Probed with rows to spare (the plan also asks the GEMM rows to fill a
+  // block tile); the smallest row count is found after the channels.
+  auto mma_at = [&](std::int64_t csg, std::int64_t clg, std::pair<DType, DType> t, std::int64_t w = 1024) {
+    ConvProblem p = g.make(csg, clg, 1, {1, 1, w});
     g.types(p, t);
     return is_mma(conv_plan(p));
   };
@@ -218,17 +220,22 @@ void mma_cases(Gen& g) {
     if (!kmin) continue;  // no atom for this pair
     for (std::int64_t c = 1; c <= 256 && !nmin; ++c)
       if (mma_at(c, kmin, t)) nmin = c;
+    std::int64_t wmin = 0;
+    for (std::int64_t w = 1; w <= 1024 && !wmin; ++w)
+      if (mma_at(nmin, kmin, t, w)) wmin = w;
     const std::string pn = std::string(name(t.first)) + ":" + std::string(name(t.second));
-    ConvProblem base = g.make(nmin, kmin, 1, {1, 1, 1});
+    ConvProblem base = g.make(nmin, kmin, 1, {1, 1, wmin});
     g.types(base, t);
     const Plan pl = conv_plan(base);
     const std::int64_t tm = param(pl, "tile_m"), tn = param(pl, "tile_n"), ak = param(pl, "atom_k");
     {
       ConvProblem p = base;
-      p.in = {1, 3, 7};
-      g.add(p, "matrix cores " + pn + ": the smallest channels that select them (clg " + std::to_string(kmin) +
-                   ", csg " + std::to_string(nmin) + ")");
+      g.add(p, "matrix cores " + pn + ": the smallest channels and rows that select them (clg " +
+                   std::to_string(kmin) + ", csg " + std::to_string(nmin) + ", rows " + std::to_string(wmin) + ")");
       ConvProblem q = p;
+      q.in = {1, 1, wmin - 1};
+      if (wmin > 1) g.add(q, "portable " + pn + ": one GEMM row below matrix cores");
+      q = p;
       set_n_channels(g, q, nmin - 1);
       if (nmin > 1) g.add(q, "portable " + pn + ": one output channel below matrix cores");
       q = p;

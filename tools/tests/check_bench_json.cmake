@@ -8,7 +8,7 @@
 # report, and its arms' share of that peak.
 execute_process(COMMAND ${KGATE} bench --arm kgate --arm ref --budget 0.5 --min-rounds 3 --max-rounds 20 --launch graph
                 --json ${OUT} "groupnorm.fwd bf16 n1 c16 g4 d8 relu" "groupnorm.fwd fp64:fp64 n1 c16 g4 d4"
-                "conv3d.fwd bf16 n1 c32 k32 d4 kd3 p1"
+                "conv3d.fwd bf16 n1 c32 k32 d6 kd3 p1"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}${err}")
 if(NOT rc EQUAL 0)
