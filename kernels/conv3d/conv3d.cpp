@@ -297,20 +297,19 @@ Plan conv_plan(const ConvProblem& p) {
     pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], s.main_grid[2]), block, 0});
   }
   const std::string out = std::string(name(s.dp.out));
+  // Contract and scatter: each output sums `taps` taps of `channels`
+  // channels, on the atom's chain or in sequence, then the bias.
+  auto gemm_reduction = [&](std::int64_t taps, std::int64_t channels) {
+    ReductionPlan r = s.atom.ok ? mma_reduction(s.atom, taps, channels) : ReductionPlan::sequential(taps * channels);
+    r.epilogue_ops = s.dp.bias_on_out ? 1 : 0;
+    return r;
+  };
   switch (s.dp.kind) {
-    case Kind::contract: {
-      ReductionPlan r = s.atom.ok ? mma_reduction(s.atom, g.taps, g.clg) : ReductionPlan::sequential(g.taps * g.clg);
-      r.epilogue_ops = s.dp.bias_on_out ? 1 : 0;
-      pl.reduction[out] = r;
-      break;
-    }
+    case Kind::contract: pl.reduction[out] = gemm_reduction(g.taps, g.clg); break;
     case Kind::scatter: {
       pl.params["phases"] = s.phases;
       pl.params["one_tap"] = s.one_tap;
-      ReductionPlan r = s.atom.ok ? mma_reduction(s.atom, s.max_taps, g.csg)
-                                  : ReductionPlan::sequential(s.max_taps * g.csg);
-      r.epilogue_ops = s.dp.bias_on_out ? 1 : 0;
-      pl.reduction[out] = r;
+      pl.reduction[out] = gemm_reduction(s.max_taps, g.csg);
       break;
     }
     case Kind::wgrad: {
