@@ -567,16 +567,19 @@ int run_bench_command(const BenchCli& cli) {
     results.push_back(pr);
   }
 
-  // The table.
+  // The table; the problem column is as wide as the longest descriptor.
+  std::size_t width = 8;
+  for (const auto& pr : results) width = std::max(width, pr.descriptor.size() + 2);
+  const int pw = static_cast<int>(width);
   std::cout << "\n"
-            << std::left << std::setw(46) << "problem" << std::setw(10) << "arm" << std::right << std::setw(11)
+            << std::left << std::setw(pw) << "problem" << std::setw(10) << "arm" << std::right << std::setw(11)
             << "time ms" << std::setw(24) << "95% interval" << std::setw(9) << "TFLOP/s" << std::setw(9) << "GB/s"
             << std::setw(7) << "%roof" << std::setw(7) << "%mma" << std::setw(30) << "ratio to first [95%]"
             << std::setw(7) << "n"
             << "  stop\n";
   for (const auto& pr : results) {
     for (const auto& a : pr.arms) {
-      std::cout << std::left << std::setw(46) << pr.descriptor << std::setw(10) << a.arm << std::right;
+      std::cout << std::left << std::setw(pw) << pr.descriptor << std::setw(10) << a.arm << std::right;
       if (!a.skipped.empty()) {
         std::cout << "  not timed: " << a.skipped << "\n";
         continue;

@@ -271,8 +271,8 @@ Support conv_supported(const ConvProblem& p) {
   if (s.dp.kind == Kind::scatter && !s.one_tap && s.max_taps > cv::kMaxPhaseTaps)
     return {false, "up to " + std::to_string(s.max_taps) + " taps in one stride phase exceeds " +
                        std::to_string(cv::kMaxPhaseTaps)};
-  if (s.dp.kind == Kind::wgrad && s.splits * s.dw_numel * 4 > kMaxWorkspace && s.splits > 1)
-    return {false, "backward-weight workspace above " + std::to_string(kMaxWorkspace) + " bytes"};
+  // Backward-weight needs no workspace decline: pick_split lowers the split
+  // count until the workspace fits or one split is left.
   return {};
 }
 

@@ -411,9 +411,6 @@ std::vector<std::string> conv_unreachable_branches() {
       "a backward-weight split count lowered by the workspace limit: needs about 2^20 weights and 2^16 rows per "
       "sample (about 10^11 multiply-adds on the emulator); the plan rule is checked without a run "
       "(ConvKernel.WorkspaceLimitsTheSplitCount)",
-      "the 'backward-weight workspace above' decline: never taken (the split rule lowers the count until the "
-      "workspace fits or one split is left, and the decline needs more than one split); "
-      "ConvKernel.WorkspaceLimitsTheSplitCount shows a one-split plan over the limit is accepted",
       "offsets past 2^31 elements: test_conv_large (contract and wgrad)",
       "conv_contract_mma on the sm90 atom: the host emulator's default target is gfx942; "
       "KGATE_HOST_TARGET=sm90 runs the same boundary problems (ConvKernel.MatrixCoreModelsPassAndAPlantedDefectFails "
