@@ -68,38 +68,22 @@ std::pair<std::int64_t, std::int64_t> tile_range(std::int64_t cols, std::int64_t
   return {c0, std::min(cols, c0 + tw)};
 }
 
-// The GEMMs of a blocked contraction: for every block b of `work`, fill(b,
-// a) writes its left operand (rows x width doubles), then mul(b, a, c0, c1,
-// worker) computes output columns [c0, c1) from it. With kTargetItems blocks
-// or more, a block is one work item (operand in per-worker scratch); with
-// fewer, the columns are cut into col_tiles() tiles too, and the operands of
-// all blocks are filled first, once each, into one buffer.
+// The GEMMs of a blocked contraction: for every block b of `work` and column
+// tile [c0, c1) of `cols` (col_tiles() of the blocks), one work item: fill(b,
+// a) writes the block's left operand (rows x width doubles, per-worker
+// scratch), then mul(b, a, c0, c1, worker) computes those output columns.
 template <class Fill, class Mul>
 void blocked_gemm(const std::vector<Block>& work, std::int64_t width, std::int64_t cols, Fill&& fill, Mul&& mul) {
   const std::int64_t nb = static_cast<std::int64_t>(work.size());
   const std::int64_t tiles = col_tiles(cols, nb);
-  if (tiles == 1) {
-    Scratch scratch(ref_threads());
-    parallel_for(nb, [&](std::int64_t it, int worker) {
-      const Block& b = work[static_cast<std::size_t>(it)];
-      double* a = scratch.get(worker, (b.p1 - b.p0) * width);
-      fill(b, a);
-      mul(b, static_cast<const double*>(a), std::int64_t{0}, cols, worker);
-    });
-    return;
-  }
-  std::vector<std::int64_t> at(static_cast<std::size_t>(nb) + 1, 0);
-  for (std::int64_t i = 0; i < nb; ++i)
-    at[static_cast<std::size_t>(i) + 1] = at[static_cast<std::size_t>(i)] + (work[static_cast<std::size_t>(i)].p1 - work[static_cast<std::size_t>(i)].p0) * width;
-  std::vector<double> ops(static_cast<std::size_t>(at.back()));
-  parallel_for(nb, [&](std::int64_t it, int) {
-    fill(work[static_cast<std::size_t>(it)], ops.data() + at[static_cast<std::size_t>(it)]);
-  });
+  Scratch scratch(ref_threads());
   parallel_for(nb * tiles, [&](std::int64_t it, int worker) {
-    const std::int64_t b = it / tiles;
+    const Block& b = work[static_cast<std::size_t>(it / tiles)];
     const auto [c0, c1] = tile_range(cols, tiles, it % tiles);
-    if (c0 < c1)
-      mul(work[static_cast<std::size_t>(b)], static_cast<const double*>(ops.data() + at[static_cast<std::size_t>(b)]), c0, c1, worker);
+    if (c0 >= c1) return;
+    double* a = scratch.get(worker, (b.p1 - b.p0) * width);
+    fill(b, a);
+    mul(b, static_cast<const double*>(a), c0, c1, worker);
   });
 }
 
@@ -119,7 +103,7 @@ void add_bias(double* out, std::int64_t rows, std::int64_t row_stride, const dou
 // small[n, i, cs] = sum large * w (conv3d.fwd, conv_transpose3d.bwd_data).
 void contract(const ConvGeom& g, const Tensor& large, const std::vector<double>& w, const double* bias, double* out) {
   const std::int64_t width = g.taps * g.clg;
-  const auto work = blocks(g, g.s_pos, block_rows(width));
+  const auto work = blocks(g, g.s_pos, split_rows(block_rows(width), g.n * g.groups * g.s_pos));
   blocked_gemm(
       work, width, g.csg, [&](const Block& b, double* col) { im2col_large(g, large, b, 0, width, col); },
       [&](const Block& b, const double* col, std::int64_t c0, std::int64_t c1, int) {
@@ -179,11 +163,12 @@ void scatter(const ConvGeom& g, const Tensor& small, const std::vector<double>& 
         phases.push_back(std::move(ph));
       }
   std::vector<Block> work;
-  std::int64_t width = 0;
+  std::int64_t width = 0, total = 0;
+  for (const Phase& ph : phases) total += g.n * g.groups * ph.positions;
   for (std::size_t ph = 0; ph < phases.size(); ++ph) {
     width = std::max(width, phases[ph].ntaps * g.csg);
-    const auto b = blocks(g, phases[ph].positions, block_rows(std::max<std::int64_t>(phases[ph].ntaps * g.csg, g.clg)),
-                          static_cast<std::int64_t>(ph));
+    const std::int64_t rows = block_rows(std::max<std::int64_t>(phases[ph].ntaps * g.csg, g.clg));
+    const auto b = blocks(g, phases[ph].positions, split_rows(rows, total), static_cast<std::int64_t>(ph));
     work.insert(work.end(), b.begin(), b.end());
   }
   auto j_of = [&](const Phase& ph, std::int64_t p) {
@@ -247,7 +232,7 @@ void scatter(const ConvGeom& g, const Tensor& small, const std::vector<double>& 
 void scatter_non_overlapping(const ConvGeom& g, const Tensor& small, const std::vector<double>& w, const double* bias,
                              double* out) {
   const std::int64_t cols = g.taps * g.clg;
-  const auto work = blocks(g, g.s_pos, block_rows(std::max(g.csg, cols)));
+  const auto work = blocks(g, g.s_pos, split_rows(block_rows(std::max(g.csg, cols)), g.n * g.groups * g.s_pos));
   Scratch results(ref_threads());
   blocked_gemm(
       work, g.csg, cols,
@@ -285,19 +270,12 @@ void scatter_non_overlapping(const ConvGeom& g, const Tensor& small, const std::
 void wgrad(const ConvGeom& g, const Tensor& small, const Tensor& large, double* dw) {
   const std::int64_t width = g.taps * g.clg;
   const std::int64_t wsize = g.cs * width;
-  const std::int64_t tiles = col_tiles(width, g.groups);
-  const std::int64_t tw = tile_range(width, tiles, 0).second;
-  const std::int64_t rows = std::clamp<std::int64_t>(kBlockBytes * kWgradRowFactor / ((tw + g.csg) * 8), kMinRows,
-                                                     kMaxRows * kWgradRowFactor);
+  const WgradSplit split = wgrad_split(g);
+  const std::int64_t tiles = split.tiles, z_count = split.chunks, rows = split.rows;
   std::vector<Block> pos;  // row blocks of one group (grp = 0)
   for (std::int64_t bn = 0; bn < g.n; ++bn)
     for (std::int64_t p0 = 0; p0 < g.s_pos; p0 += rows) pos.push_back({bn, 0, p0, std::min(g.s_pos, p0 + rows)});
   const std::int64_t nb = static_cast<std::int64_t>(pos.size()), tiled = g.groups * tiles;
-  std::int64_t z_count = 1;
-  if (tiled < kTargetItems)
-    z_count = std::clamp<std::int64_t>(
-        std::min({(kTargetItems + tiled - 1) / tiled, kMaxSlots, kSlotBudgetBytes / std::max<std::int64_t>(1, wsize * 8)}),
-        1, std::max<std::int64_t>(nb, 1));
   std::vector<std::vector<double>> slots(static_cast<std::size_t>(z_count - 1));
   for (auto& sl : slots) sl.resize(static_cast<std::size_t>(wsize));
   Scratch cols(ref_threads()), smalls(ref_threads());
@@ -334,16 +312,35 @@ void wgrad(const ConvGeom& g, const Tensor& small, const Tensor& large, double* 
 
 }  // namespace
 
-std::int64_t col_tiles(std::int64_t cols, std::int64_t items) {
+std::int64_t col_tiles(std::int64_t cols, std::int64_t items, std::int64_t min_cols) {
   if (items >= kTargetItems) return 1;
   return std::clamp<std::int64_t>((kTargetItems + items - 1) / std::max<std::int64_t>(items, 1), 1,
-                                  std::max<std::int64_t>(1, cols / kMinCols));
+                                  std::max<std::int64_t>(1, cols / min_cols));
 }
 
 bool non_overlapping(const ConvGeom& g) {
   for (int a = 0; a < 3; ++a)
     if (g.K[a] != g.stride[a] || g.pad[a] != 0 || g.dil[a] != 1 || g.L[a] != g.S[a] * g.K[a]) return false;
   return true;
+}
+
+WgradSplit wgrad_split(const ConvGeom& g) {
+  WgradSplit s;
+  const std::int64_t width = g.taps * g.clg;
+  s.tiles = col_tiles(width, g.groups, kMinWgradCols);
+  const std::int64_t tw = tile_range(width, s.tiles, 0).second;
+  s.rows = std::clamp<std::int64_t>(kBlockBytes * kWgradRowFactor / ((tw + g.csg) * 8), kMinRows,
+                                    kMaxRows * kWgradRowFactor);
+  const std::int64_t nb = g.n * ((g.s_pos + s.rows - 1) / s.rows), tiled = g.groups * s.tiles;
+  if (tiled < kTargetItems)
+    s.chunks = std::clamp<std::int64_t>(std::min({(kTargetItems + tiled - 1) / tiled, kMaxSlots,
+                                                  kSlotBudgetBytes / std::max<std::int64_t>(1, g.cs * width * 8)}),
+                                        1, std::max<std::int64_t>(nb, 1));
+  return s;
+}
+
+std::int64_t split_rows(std::int64_t rows, std::int64_t positions) {
+  return std::clamp<std::int64_t>((positions + kTargetItems - 1) / kTargetItems, std::min(rows, kSplitRows), rows);
 }
 
 std::int64_t block_rows(std::int64_t width) {

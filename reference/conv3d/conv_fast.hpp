@@ -18,16 +18,34 @@ std::int64_t block_rows(std::int64_t width);
 // written less often per multiply-add.
 inline constexpr std::int64_t kWgradRowFactor = 4;
 
-// Work items a call is cut into where the problem allows: a problem with
-// fewer row blocks also cuts the GEMM's output columns into tiles of at least
-// kMinCols (and bwd_weight its reduction into at most kMaxSlots chunks). A
-// function of the problem only, never of the thread count, so results do not
-// depend on the threads; large enough to keep 16 threads busy.
+// Work items a call is cut into where the problem allows, so that 16
+// threads stay busy: row blocks are made shorter (split_rows(), down to
+// kSplitRows) and, where there are still fewer than kTargetItems, the GEMM's
+// output columns are cut into tiles of at least kMinCols (col_tiles(); each
+// tile fills its block's operand itself: no buffer beyond the per-worker
+// scratch). bwd_weight tiles the columns of dw (at least kMinWgradCols wide)
+// and cuts its reduction into at most kMaxSlots chunks. All of it is a
+// function of the problem, never of the thread count, so results do not
+// depend on the threads.
 inline constexpr std::int64_t kTargetItems = 64;
-inline constexpr std::int64_t kMinCols = 64;
+inline constexpr std::int64_t kSplitRows = 64;
+inline constexpr std::int64_t kMinCols = 128;
+inline constexpr std::int64_t kMinWgradCols = 256;
 
-// Column tiles for `items` row blocks of a GEMM with `cols` output columns.
-std::int64_t col_tiles(std::int64_t cols, std::int64_t items);
+// Rows of the blocks for `positions` rows in all, given the blocks' natural
+// height `rows`: shorter where that gives fewer than kTargetItems blocks.
+std::int64_t split_rows(std::int64_t rows, std::int64_t positions);
+// Column tiles for `items` row blocks of a GEMM with `cols` output columns,
+// each at least `min_cols` wide.
+std::int64_t col_tiles(std::int64_t cols, std::int64_t items, std::int64_t min_cols = kMinCols);
+
+// bwd_weight's decomposition: column tiles of each group's dw, row blocks
+// of `rows` positions, reduction chunks (1: none).
+struct WgradSplit {
+  std::int64_t tiles = 1, rows = 1, chunks = 1;
+};
+struct ConvGeom;
+WgradSplit wgrad_split(const ConvGeom& g);
 
 // Bytes the partial sums of bwd_weight's reduction chunks may take (a fixed
 // number of weight-sized slots, at most kMaxSlots).
@@ -39,7 +57,6 @@ inline constexpr std::int64_t kMaxSlots = kTargetItems;
 // one tap of exactly one small position (the U-Net's k2 s2 up-convolution,
 // every k1 s1 convolution). scatter() then is one GEMM per block, small rows
 // times the whole weight, written back tap by tap.
-struct ConvGeom;
 bool non_overlapping(const ConvGeom& g);
 
 }  // namespace kgate::ref::detail
