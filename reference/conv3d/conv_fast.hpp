@@ -14,7 +14,7 @@ inline constexpr std::int64_t kBlockBytes = std::int64_t{8} << 20;
 inline constexpr std::int64_t kMinRows = 128, kMaxRows = 2048;
 std::int64_t block_rows(std::int64_t width);
 // bwd_weight's blocks are the inner dimension of its GEMM, so they are taller
-// (kWgradRowFactor times): the weight-sized accumulator is then read and
+// (kWgradRowFactor times): its dw tile accumulator is then read and
 // written less often per multiply-add.
 inline constexpr std::int64_t kWgradRowFactor = 4;
 
