@@ -23,13 +23,16 @@ inline constexpr std::int64_t kWgradRowFactor = 4;
 // kSplitRows) and, where there are still fewer than kTargetItems, the GEMM's
 // output columns are cut into tiles of at least kMinCols (col_tiles(); each
 // tile fills its block's operand itself: no buffer beyond the per-worker
-// scratch). bwd_weight tiles the columns of dw (at least kMinWgradCols wide)
-// and cuts its reduction into at most kMaxSlots chunks. All of it is a
-// function of the problem, never of the thread count, so results do not
-// depend on the threads.
+// scratch). Each GEMM packs its weight operand (width x tile columns) once
+// per block and its block operand once per tile, so that work per multiply-
+// add is 1/(2 rows) + 1/(tile columns): the two floors keep it under 1/128.
+// bwd_weight tiles the columns of dw (at least kMinWgradCols wide) and cuts
+// its reduction into at most kMaxSlots chunks. All of it is a function of the
+// problem, never of the thread count, so results do not depend on the
+// threads.
 inline constexpr std::int64_t kTargetItems = 64;
-inline constexpr std::int64_t kSplitRows = 64;
-inline constexpr std::int64_t kMinCols = 128;
+inline constexpr std::int64_t kSplitRows = 128;
+inline constexpr std::int64_t kMinCols = 256;
 inline constexpr std::int64_t kMinWgradCols = 256;
 
 // Rows of the blocks for `positions` rows in all, given the blocks' natural

@@ -394,7 +394,7 @@ TEST(ConvRef, FastDoesNotDependOnThreadCount) {
   for (const char* s : {"conv3d.bwd_weight fp32 n1 c4 k4 d32 kd3 p1 bias", "conv3d.fwd fp32 n1 c4 k8 d20 kd3 p1",
                         "conv_transpose3d.fwd fp32 n1 c4 k4 d12 kd2 s2 bias",
                         // column tiles, bwd_weight's reduction chunks
-                        "conv3d.fwd fp32 n1 c8 k288 d3 kd3 p1 bias", "conv_transpose3d.fwd fp32 n1 c8 k80 d2 kd2 s2",
+                        "conv3d.fwd fp32 n1 c4 k520 d3 kd3 p1 bias", "conv_transpose3d.fwd fp32 n1 c8 k80 d2 kd2 s2",
                         "conv3d.bwd_weight fp32 n2 c2 k4 d24 kd3 p1 bias",
                         "conv_transpose3d.bwd_weight fp32 n2 c6 k200 g2 d2 kd2 s2 bias"}) {
     const ConvProblem p = desc(s);
@@ -444,13 +444,13 @@ TEST(ConvRef, NonOverlappingPathMatchesDirect) {
       p.n = pick(1, 2);
       p.groups = pick(1, 3);
       // One problem in four has enough channels for column tiles.
-      const std::int64_t wide = rep % 4 == 3 ? 300 : 1;
+      const std::int64_t wide = rep % 4 == 3 ? 520 : 1;
       p.cin = p.groups * pick(1, 3) * (op == ConvOp::conv_transpose3d ? 1 : wide);
       p.cout = p.groups * pick(1, 3) * (op == ConvOp::conv_transpose3d ? wide : 1);
       p.bias = pick(0, 1) == 1;
       for (int a = 0; a < 3; ++a) {
         p.kernel[a] = p.stride[a] = pick(1, 3);
-        p.in[a] = pick(1, 4) * (op == ConvOp::conv3d ? p.kernel[a] : 1);
+        p.in[a] = pick(1, wide > 1 ? 2 : 4) * (op == ConvOp::conv3d ? p.kernel[a] : 1);
       }
       p.validate();
       ASSERT_TRUE(detail::non_overlapping(detail::make_geom(p))) << to_descriptor(p);
@@ -484,10 +484,10 @@ TEST(ConvRef, TiledPathsMatchDirect) {
     const char* desc;
     std::int64_t cols;  // the tiled GEMM's output columns
   } cases[] = {
-      {"conv3d.fwd fp32 n1 c8 k288 d3 kd3 p1 bias", 288},
-      {"conv3d.bwd_data fp32 n1 c288 k8 d3 kd3 p1", 288},
-      {"conv_transpose3d.fwd fp32 n1 c8 k80 g2 d2 h3 w1 kd2 s2 bias", 8 * 40},
-      {"conv_transpose3d.bwd_data fp32 n1 c300 k4 d2 kd2 s2", 300},
+      {"conv3d.fwd fp32 n1 c4 k520 d3 kd3 p1 bias", 520},
+      {"conv3d.bwd_data fp32 n1 c520 k4 d3 kd3 p1", 520},
+      {"conv_transpose3d.fwd fp32 n1 c8 k160 g2 d2 h3 w1 kd2 s2 bias", 8 * 80},
+      {"conv_transpose3d.bwd_data fp32 n1 c520 k4 d2 kd2 s2", 520},
   };
   for (const auto& c : cases) {
     const ConvProblem p = desc(c.desc);
