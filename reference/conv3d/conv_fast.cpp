@@ -45,17 +45,24 @@ void im2col_large(const ConvGeom& g, const Tensor& large, const Block& blk, std:
   for (std::int64_t p = blk.p0; p < blk.p1; ++p) {
     const std::int64_t i2 = p % g.S[2], i1 = (p / g.S[2]) % g.S[1], i0 = p / (g.S[2] * g.S[1]);
     double* row = col + (p - blk.p0) * width;
-    for (std::int64_t t = t0; t <= t1; ++t) {
-      const std::int64_t k2 = t % g.K[2], k1 = (t / g.K[2]) % g.K[1], k0 = t / (g.K[2] * g.K[1]);
-      const std::int64_t lo = std::max(c0, t * g.clg) - t * g.clg, hi = std::min(c1, (t + 1) * g.clg) - t * g.clg;
+    std::int64_t t = 0;
+    for (std::int64_t k0 = 0; k0 < g.K[0]; ++k0) {
       const std::int64_t j0 = i0 * g.stride[0] - g.pad[0] + k0 * g.dil[0];
-      const std::int64_t j1 = i1 * g.stride[1] - g.pad[1] + k1 * g.dil[1];
-      const std::int64_t j2 = i2 * g.stride[2] - g.pad[2] + k2 * g.dil[2];
-      double* dst = row + t * g.clg + lo - c0;
-      if (j0 >= 0 && j0 < g.L[0] && j1 >= 0 && j1 < g.L[1] && j2 >= 0 && j2 < g.L[2])
-        load_run(large, g.large_at(blk.bn, j0, j1, j2, blk.grp * g.clg + lo), hi - lo, dst);
-      else
-        std::memset(dst, 0, static_cast<std::size_t>(hi - lo) * sizeof(double));
+      const bool v0 = j0 >= 0 && j0 < g.L[0];
+      for (std::int64_t k1 = 0; k1 < g.K[1]; ++k1) {
+        const std::int64_t j1 = i1 * g.stride[1] - g.pad[1] + k1 * g.dil[1];
+        const bool v1 = v0 && j1 >= 0 && j1 < g.L[1];
+        for (std::int64_t k2 = 0; k2 < g.K[2]; ++k2, ++t) {
+          if (t < t0 || t > t1) continue;
+          const std::int64_t j2 = i2 * g.stride[2] - g.pad[2] + k2 * g.dil[2];
+          const std::int64_t lo = std::max(c0, t * g.clg) - t * g.clg, hi = std::min(c1, (t + 1) * g.clg) - t * g.clg;
+          double* dst = row + t * g.clg + lo - c0;
+          if (v1 && j2 >= 0 && j2 < g.L[2])
+            load_run(large, g.large_at(blk.bn, j0, j1, j2, blk.grp * g.clg + lo), hi - lo, dst);
+          else
+            std::memset(dst, 0, static_cast<std::size_t>(hi - lo) * sizeof(double));
+        }
+      }
     }
   }
 }
