@@ -2,7 +2,9 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <utility>
 
 #include "reference/conv3d/conv_geometry.hpp"
 
@@ -14,6 +16,7 @@ using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowM
 using Map = Eigen::Map<RowMat>;
 using CMap = Eigen::Map<const RowMat>;
 using SMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
+using SCMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 
 struct Block {
   std::int64_t bn, grp, p0, p1;  // batch, group, positions [p0, p1)
@@ -32,30 +35,63 @@ struct Scratch {
 };
 
 // im2col of the large operand for small positions [p0, p1) of batch bn and
-// group grp: row r, columns (tap, cl') = large[bn, j(i, tap), grp*clg + cl']
-// (zero where j falls in the padding).
-void im2col_large(const ConvGeom& g, const Tensor& large, const Block& blk, double* col) {
-  const std::int64_t width = g.taps * g.clg;
+// group grp, columns [c0, c1) of (tap, cl'): row r holds large[bn, j(i, tap),
+// grp*clg + cl'] (zero where j falls in the padding).
+void im2col_large(const ConvGeom& g, const Tensor& large, const Block& blk, std::int64_t c0, std::int64_t c1,
+                  double* col) {
+  const std::int64_t width = c1 - c0;
+  if (width <= 0) return;
+  const std::int64_t t0 = c0 / g.clg, t1 = (c1 - 1) / g.clg;
   for (std::int64_t p = blk.p0; p < blk.p1; ++p) {
     const std::int64_t i2 = p % g.S[2], i1 = (p / g.S[2]) % g.S[1], i0 = p / (g.S[2] * g.S[1]);
     double* row = col + (p - blk.p0) * width;
+    std::int64_t t = 0;
     for (std::int64_t k0 = 0; k0 < g.K[0]; ++k0) {
       const std::int64_t j0 = i0 * g.stride[0] - g.pad[0] + k0 * g.dil[0];
       const bool v0 = j0 >= 0 && j0 < g.L[0];
       for (std::int64_t k1 = 0; k1 < g.K[1]; ++k1) {
         const std::int64_t j1 = i1 * g.stride[1] - g.pad[1] + k1 * g.dil[1];
         const bool v1 = v0 && j1 >= 0 && j1 < g.L[1];
-        for (std::int64_t k2 = 0; k2 < g.K[2]; ++k2) {
+        for (std::int64_t k2 = 0; k2 < g.K[2]; ++k2, ++t) {
+          if (t < t0 || t > t1) continue;
           const std::int64_t j2 = i2 * g.stride[2] - g.pad[2] + k2 * g.dil[2];
-          double* dst = row + ((k0 * g.K[1] + k1) * g.K[2] + k2) * g.clg;
+          const std::int64_t lo = std::max(c0, t * g.clg) - t * g.clg, hi = std::min(c1, (t + 1) * g.clg) - t * g.clg;
+          double* dst = row + t * g.clg + lo - c0;
           if (v1 && j2 >= 0 && j2 < g.L[2])
-            load_run(large, g.large_at(blk.bn, j0, j1, j2, blk.grp * g.clg), g.clg, dst);
+            load_run(large, g.large_at(blk.bn, j0, j1, j2, blk.grp * g.clg + lo), hi - lo, dst);
           else
-            std::memset(dst, 0, static_cast<std::size_t>(g.clg) * sizeof(double));
+            std::memset(dst, 0, static_cast<std::size_t>(hi - lo) * sizeof(double));
         }
       }
     }
   }
+}
+
+// Column tile t of `tiles` over [0, cols): widths a multiple of 8 (Eigen's
+// register blocking), the last one narrower or empty.
+std::pair<std::int64_t, std::int64_t> tile_range(std::int64_t cols, std::int64_t tiles, std::int64_t t) {
+  const std::int64_t tw = ((cols + tiles - 1) / tiles + 7) / 8 * 8;
+  const std::int64_t c0 = std::min(cols, t * tw);
+  return {c0, std::min(cols, c0 + tw)};
+}
+
+// The GEMMs of a blocked contraction: for every block b of `work` and column
+// tile [c0, c1) of `cols` (col_tiles() of the blocks), one work item: fill(b,
+// a) writes the block's left operand (rows x width doubles, per-worker
+// scratch), then mul(b, a, c0, c1, worker) computes those output columns.
+template <class Fill, class Mul>
+void blocked_gemm(const std::vector<Block>& work, std::int64_t width, std::int64_t cols, Fill&& fill, Mul&& mul) {
+  const std::int64_t nb = static_cast<std::int64_t>(work.size());
+  const std::int64_t tiles = col_tiles(cols, nb);
+  Scratch scratch(ref_threads());
+  parallel_for(nb * tiles, [&](std::int64_t it, int worker) {
+    const Block& b = work[static_cast<std::size_t>(it / tiles)];
+    const auto [c0, c1] = tile_range(cols, tiles, it % tiles);
+    if (c0 >= c1) return;
+    double* a = scratch.get(worker, (b.p1 - b.p0) * width);
+    fill(b, a);
+    mul(b, static_cast<const double*>(a), c0, c1, worker);
+  });
 }
 
 std::vector<Block> blocks(const ConvGeom& g, std::int64_t positions, std::int64_t rows, std::int64_t phase = 0) {
@@ -74,20 +110,17 @@ void add_bias(double* out, std::int64_t rows, std::int64_t row_stride, const dou
 // small[n, i, cs] = sum large * w (conv3d.fwd, conv_transpose3d.bwd_data).
 void contract(const ConvGeom& g, const Tensor& large, const std::vector<double>& w, const double* bias, double* out) {
   const std::int64_t width = g.taps * g.clg;
-  const std::int64_t rows = block_rows(width);
-  const auto work = blocks(g, g.s_pos, rows);
-  Scratch scratch(ref_threads());
-  parallel_for(static_cast<std::int64_t>(work.size()), [&](std::int64_t it, int worker) {
-    const Block& b = work[static_cast<std::size_t>(it)];
-    const std::int64_t m = b.p1 - b.p0;
-    double* col = scratch.get(worker, m * width);
-    im2col_large(g, large, b, col);
-    const CMap wg(w.data() + b.grp * g.csg * width, g.csg, width);
-    double* o = out + (b.bn * g.s_pos + b.p0) * g.cs + b.grp * g.csg;
-    SMap om(o, m, g.csg, Eigen::OuterStride<>(g.cs));
-    om.noalias() = CMap(col, m, width) * wg.transpose();
-    if (bias) add_bias(o, m, g.cs, bias + b.grp * g.csg, g.csg);
-  });
+  const auto work = blocks(g, g.s_pos, split_rows(block_rows(width), g.n * g.groups * g.s_pos));
+  blocked_gemm(
+      work, width, g.csg, [&](const Block& b, double* col) { im2col_large(g, large, b, 0, width, col); },
+      [&](const Block& b, const double* col, std::int64_t c0, std::int64_t c1, int) {
+        const std::int64_t m = b.p1 - b.p0;
+        const CMap wg(w.data() + (b.grp * g.csg + c0) * width, c1 - c0, width);
+        double* o = out + (b.bn * g.s_pos + b.p0) * g.cs + b.grp * g.csg + c0;
+        SMap om(o, m, c1 - c0, Eigen::OuterStride<>(g.cs));
+        om.noalias() = CMap(col, m, width) * wg.transpose();
+        if (bias) add_bias(o, m, g.cs, bias + b.grp * g.csg + c0, c1 - c0);
+      });
 }
 
 // large[n, j, cl] = sum small * w (conv3d.bwd_data, conv_transpose3d.fwd),
@@ -137,25 +170,24 @@ void scatter(const ConvGeom& g, const Tensor& small, const std::vector<double>& 
         phases.push_back(std::move(ph));
       }
   std::vector<Block> work;
+  std::int64_t width = 0, total = 0;
+  for (const Phase& ph : phases) total += g.n * g.groups * ph.positions;
   for (std::size_t ph = 0; ph < phases.size(); ++ph) {
-    const auto b = blocks(g, phases[ph].positions, block_rows(std::max<std::int64_t>(phases[ph].ntaps * g.csg, g.clg)),
-                          static_cast<std::int64_t>(ph));
+    width = std::max(width, phases[ph].ntaps * g.csg);
+    const std::int64_t rows = block_rows(std::max<std::int64_t>(phases[ph].ntaps * g.csg, g.clg));
+    const auto b = blocks(g, phases[ph].positions, split_rows(rows, total), static_cast<std::int64_t>(ph));
     work.insert(work.end(), b.begin(), b.end());
   }
-  Scratch scratch(ref_threads());
-  parallel_for(static_cast<std::int64_t>(work.size()), [&](std::int64_t it, int worker) {
-    const Block& b = work[static_cast<std::size_t>(it)];
+  auto j_of = [&](const Phase& ph, std::int64_t p) {
+    const std::int64_t t2 = p % ph.cnt[2], t1 = (p / ph.cnt[2]) % ph.cnt[1], t0 = p / (ph.cnt[2] * ph.cnt[1]);
+    return std::array<std::int64_t, 3>{ph.r[0] + g.stride[0] * t0, ph.r[1] + g.stride[1] * t1, ph.r[2] + g.stride[2] * t2};
+  };
+  auto fill = [&](const Block& b, double* col) {
     const Phase& ph = phases[static_cast<std::size_t>(b.phase)];
-    const std::int64_t m = b.p1 - b.p0, width = ph.ntaps * g.csg;
-    double* buf = scratch.get(worker, m * (width + g.clg));
-    double* col = buf;
-    double* res = buf + m * width;
-    std::vector<std::array<std::int64_t, 3>> js(static_cast<std::size_t>(m));
+    const std::int64_t pw = ph.ntaps * g.csg;
     for (std::int64_t p = b.p0; p < b.p1; ++p) {
-      const std::int64_t t2 = p % ph.cnt[2], t1 = (p / ph.cnt[2]) % ph.cnt[1], t0 = p / (ph.cnt[2] * ph.cnt[1]);
-      const std::array<std::int64_t, 3> j{ph.r[0] + g.stride[0] * t0, ph.r[1] + g.stride[1] * t1, ph.r[2] + g.stride[2] * t2};
-      js[static_cast<std::size_t>(p - b.p0)] = j;
-      double* row = col + (p - b.p0) * width;
+      const auto j = j_of(ph, p);
+      double* row = col + (p - b.p0) * pw;
       std::int64_t t = 0;
       for (std::int64_t k0 : ph.taps[0]) {
         const std::int64_t i0 = (j[0] + g.pad[0] - k0 * g.dil[0]) / g.stride[0];
@@ -176,63 +208,147 @@ void scatter(const ConvGeom& g, const Tensor& small, const std::vector<double>& 
         }
       }
     }
-    Map rm(res, m, g.clg);
-    if (width > 0)
-      rm.noalias() = CMap(col, m, width) * CMap(ph.wp.data() + b.grp * width * g.clg, width, g.clg);
-    else
-      rm.setZero();
-    for (std::int64_t r = 0; r < m; ++r) {
-      const auto& j = js[static_cast<std::size_t>(r)];
-      double* o = out + g.large_at(b.bn, j[0], j[1], j[2], b.grp * g.clg);
-      std::memcpy(o, res + r * g.clg, static_cast<std::size_t>(g.clg) * sizeof(double));
-      if (bias) add_bias(o, 1, g.clg, bias + b.grp * g.clg, g.clg);
-    }
-  });
+  };
+  Scratch results(ref_threads());
+  blocked_gemm(work, width, g.clg, fill,
+               [&](const Block& b, const double* col, std::int64_t c0, std::int64_t c1, int worker) {
+                 const Phase& ph = phases[static_cast<std::size_t>(b.phase)];
+                 const std::int64_t m = b.p1 - b.p0, pw = ph.ntaps * g.csg, tw = c1 - c0;
+                 double* res = results.get(worker, m * tw);
+                 Map rm(res, m, tw);
+                 if (pw > 0)
+                   rm.noalias() = CMap(col, m, pw) *
+                                  SCMap(ph.wp.data() + b.grp * pw * g.clg + c0, pw, tw, Eigen::OuterStride<>(g.clg));
+                 else
+                   rm.setZero();
+                 for (std::int64_t p = b.p0; p < b.p1; ++p) {
+                   const auto j = j_of(ph, p);
+                   double* o = out + g.large_at(b.bn, j[0], j[1], j[2], b.grp * g.clg + c0);
+                   std::memcpy(o, res + (p - b.p0) * tw, static_cast<std::size_t>(tw) * sizeof(double));
+                   if (bias) add_bias(o, 1, tw, bias + b.grp * g.clg + c0, tw);
+                 }
+               });
   // Phases with no positions have no outputs; phases with no taps were
   // zeroed above. Every large position belongs to exactly one phase.
 }
 
-// dw[cs, k, cl'] = sum small * large (bwd_weight of both operators). Block q
-// adds into slot q % Z; each slot is summed by one worker in increasing q and
-// the slots are reduced in order, so the result does not depend on threads.
+// scatter() of a non_overlapping() geometry: large[n, i*K + k, cl] =
+// small[n, i, :] * w[:, k, cl] for every tap k, so a block of small rows
+// times the group's whole weight ([csg][taps*clg], as stored) gives every
+// output of those rows, written back tap by tap.
+void scatter_non_overlapping(const ConvGeom& g, const Tensor& small, const std::vector<double>& w, const double* bias,
+                             double* out) {
+  const std::int64_t cols = g.taps * g.clg;
+  const auto work = blocks(g, g.s_pos, split_rows(block_rows(std::max(g.csg, cols)), g.n * g.groups * g.s_pos));
+  Scratch results(ref_threads());
+  blocked_gemm(
+      work, g.csg, cols,
+      [&](const Block& b, double* a) {
+        for (std::int64_t p = b.p0; p < b.p1; ++p)
+          load_run(small, (b.bn * g.s_pos + p) * g.cs + b.grp * g.csg, g.csg, a + (p - b.p0) * g.csg);
+      },
+      [&](const Block& b, const double* a, std::int64_t c0, std::int64_t c1, int worker) {
+        const std::int64_t m = b.p1 - b.p0, tw = c1 - c0;
+        double* res = results.get(worker, m * tw);
+        Map(res, m, tw).noalias() =
+            CMap(a, m, g.csg) * SCMap(w.data() + b.grp * g.csg * cols + c0, g.csg, tw, Eigen::OuterStride<>(cols));
+        const std::int64_t t0 = c0 / g.clg, t1 = (c1 - 1) / g.clg;
+        for (std::int64_t p = b.p0; p < b.p1; ++p) {
+          const std::int64_t i2 = p % g.S[2], i1 = (p / g.S[2]) % g.S[1], i0 = p / (g.S[2] * g.S[1]);
+          for (std::int64_t t = t0; t <= t1; ++t) {
+            const std::int64_t k2 = t % g.K[2], k1 = (t / g.K[2]) % g.K[1], k0 = t / (g.K[2] * g.K[1]);
+            const std::int64_t lo = std::max(c0, t * g.clg) - t * g.clg, hi = std::min(c1, (t + 1) * g.clg) - t * g.clg;
+            double* o = out + g.large_at(b.bn, i0 * g.K[0] + k0, i1 * g.K[1] + k1, i2 * g.K[2] + k2, b.grp * g.clg + lo);
+            std::memcpy(o, res + (p - b.p0) * tw + t * g.clg + lo - c0, static_cast<std::size_t>(hi - lo) * sizeof(double));
+            if (bias) add_bias(o, 1, hi - lo, bias + b.grp * g.clg + lo, hi - lo);
+          }
+        }
+      });
+}
+
+// dw[cs, k, cl'] = sum small * large (bwd_weight of both operators). Each
+// group's dw [csg][taps*clg] is cut into column tiles (col_tiles() of the
+// groups), and where that gives fewer than kTargetItems items, the reduction
+// over (n, positions) into Z contiguous chunks of row blocks as well (Z at
+// most kMaxSlots and within kSlotBudgetBytes). An item sums its blocks in
+// increasing order into its tile (chunk 0: dw itself; chunk z > 0: slot z);
+// the slots are then added to dw in increasing z. All of it is a function of
+// the problem, so results do not depend on the thread count.
 void wgrad(const ConvGeom& g, const Tensor& small, const Tensor& large, double* dw) {
   const std::int64_t width = g.taps * g.clg;
-  const std::int64_t rows = block_rows(width) * kWgradRowFactor;
-  const auto work = blocks(g, g.s_pos, rows);
-  const std::int64_t q = static_cast<std::int64_t>(work.size());
   const std::int64_t wsize = g.cs * width;
-  const std::int64_t slots =
-      std::clamp<std::int64_t>(std::min(kMaxSlots, kSlotBudgetBytes / std::max<std::int64_t>(1, wsize * 8)), 1,
-                               std::max<std::int64_t>(q, 1));
-  std::vector<std::vector<double>> part(static_cast<std::size_t>(slots));
-  parallel_for(slots, [&](std::int64_t z, int) {
-    auto& acc = part[static_cast<std::size_t>(z)];
-    acc.assign(static_cast<std::size_t>(wsize), 0.0);
-    std::vector<double> col, sm;
-    for (std::int64_t it = z; it < q; it += slots) {
-      const Block& b = work[static_cast<std::size_t>(it)];
+  const WgradSplit split = wgrad_split(g);
+  const std::int64_t tiles = split.tiles, z_count = split.chunks, rows = split.rows;
+  std::vector<Block> pos;  // row blocks of one group (grp = 0)
+  for (std::int64_t bn = 0; bn < g.n; ++bn)
+    for (std::int64_t p0 = 0; p0 < g.s_pos; p0 += rows) pos.push_back({bn, 0, p0, std::min(g.s_pos, p0 + rows)});
+  const std::int64_t nb = static_cast<std::int64_t>(pos.size()), tiled = g.groups * tiles;
+  std::vector<std::vector<double>> slots(static_cast<std::size_t>(z_count - 1));
+  for (auto& sl : slots) sl.resize(static_cast<std::size_t>(wsize));
+  Scratch cols(ref_threads()), smalls(ref_threads());
+  parallel_for(tiled * z_count, [&](std::int64_t it, int worker) {
+    const std::int64_t z = it % z_count, tile = (it / z_count) % tiles, grp = it / (z_count * tiles);
+    const auto [c0, c1] = tile_range(width, tiles, tile);
+    if (c0 >= c1) return;
+    double* base = z == 0 ? dw : slots[static_cast<std::size_t>(z - 1)].data();
+    SMap dg(base + grp * g.csg * width + c0, g.csg, c1 - c0, Eigen::OuterStride<>(width));
+    dg.setZero();
+    for (std::int64_t q = z * nb / z_count; q < (z + 1) * nb / z_count; ++q) {
+      Block b = pos[static_cast<std::size_t>(q)];
+      b.grp = grp;
       const std::int64_t m = b.p1 - b.p0;
-      col.resize(static_cast<std::size_t>(m * width));
-      sm.resize(static_cast<std::size_t>(m * g.csg));
-      im2col_large(g, large, b, col.data());
+      double* col = cols.get(worker, m * (c1 - c0));
+      double* sm = smalls.get(worker, m * g.csg);
+      im2col_large(g, large, b, c0, c1, col);
       for (std::int64_t p = b.p0; p < b.p1; ++p)
-        load_run(small, (b.bn * g.s_pos + p) * g.cs + b.grp * g.csg, g.csg, sm.data() + (p - b.p0) * g.csg);
-      Map dg(acc.data() + b.grp * g.csg * width, g.csg, width);
-      dg.noalias() += CMap(sm.data(), m, g.csg).transpose() * CMap(col.data(), m, width);
+        load_run(small, (b.bn * g.s_pos + p) * g.cs + b.grp * g.csg, g.csg, sm + (p - b.p0) * g.csg);
+      dg.noalias() += CMap(sm, m, g.csg).transpose() * CMap(col, m, c1 - c0);
     }
   });
+  if (slots.empty()) return;
   constexpr std::int64_t kChunk = 1 << 16;
   parallel_for((wsize + kChunk - 1) / kChunk, [&](std::int64_t c, int) {
     const std::int64_t hi = std::min(wsize, (c + 1) * kChunk);
     for (std::int64_t e = c * kChunk; e < hi; ++e) {
-      double s = 0.0;
-      for (const auto& pz : part) s += pz[static_cast<std::size_t>(e)];
+      double s = dw[e];
+      for (const auto& sl : slots) s += sl[static_cast<std::size_t>(e)];
       dw[e] = s;
     }
   });
 }
 
 }  // namespace
+
+std::int64_t col_tiles(std::int64_t cols, std::int64_t items, std::int64_t min_cols) {
+  if (items >= kTargetItems) return 1;
+  return std::clamp<std::int64_t>((kTargetItems + items - 1) / std::max<std::int64_t>(items, 1), 1,
+                                  std::max<std::int64_t>(1, cols / min_cols));
+}
+
+bool non_overlapping(const ConvGeom& g) {
+  for (int a = 0; a < 3; ++a)
+    if (g.K[a] != g.stride[a] || g.pad[a] != 0 || g.dil[a] != 1 || g.L[a] != g.S[a] * g.K[a]) return false;
+  return true;
+}
+
+WgradSplit wgrad_split(const ConvGeom& g) {
+  WgradSplit s;
+  const std::int64_t width = g.taps * g.clg;
+  s.tiles = col_tiles(width, g.groups, kMinWgradCols);
+  const std::int64_t tw = tile_range(width, s.tiles, 0).second;
+  s.rows = std::clamp<std::int64_t>(kBlockBytes * kWgradRowFactor / ((tw + g.csg) * 8), kMinRows,
+                                    kMaxRows * kWgradRowFactor);
+  const std::int64_t nb = g.n * ((g.s_pos + s.rows - 1) / s.rows), tiled = g.groups * s.tiles;
+  if (tiled < kTargetItems)
+    s.chunks = std::clamp<std::int64_t>(std::min({(kTargetItems + tiled - 1) / tiled, kMaxSlots,
+                                                  kSlotBudgetBytes / std::max<std::int64_t>(1, g.cs * width * 8)}),
+                                        1, std::max<std::int64_t>(nb, 1));
+  return s;
+}
+
+std::int64_t split_rows(std::int64_t rows, std::int64_t positions) {
+  return std::clamp<std::int64_t>((positions + kTargetItems - 1) / kTargetItems, std::min(rows, kSplitRows), rows);
+}
 
 std::int64_t block_rows(std::int64_t width) {
   return std::clamp<std::int64_t>(kBlockBytes / std::max<std::int64_t>(1, width * 8), kMinRows, kMaxRows);
@@ -254,7 +370,10 @@ Outputs conv_fast(const ConvProblem& p, const Inputs& in) {
     }
     case Kind::scatter: {
       const std::vector<double> w = to_f64(at(in, Role::w));
-      scatter(g, at(in, plan.a), w, bias.empty() ? nullptr : bias.data(), out);
+      if (non_overlapping(g))
+        scatter_non_overlapping(g, at(in, plan.a), w, bias.empty() ? nullptr : bias.data(), out);
+      else
+        scatter(g, at(in, plan.a), w, bias.empty() ? nullptr : bias.data(), out);
       break;
     }
     case Kind::wgrad: wgrad(g, at(in, plan.a), at(in, plan.b), out); break;

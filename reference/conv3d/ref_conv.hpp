@@ -23,11 +23,17 @@
 // Impl::fast: contract and wgrad are im2col blocks (P positions x taps*C,
 // P from the row width, never the whole matrix) times an Eigen GEMM; scatter
 // is computed as a gather per stride phase (positions j with the same j mod s
-// share one tap set), again im2col x GEMM. Blocks run on ref_threads()
-// threads; outputs of blocks are disjoint, and wgrad's partial sums go to a
-// fixed number of slots (a function of the problem) reduced in slot order, so
-// results do not depend on the thread count. Eigen's own blocking depends on
-// the cache sizes it detects, so fp64 results are reproducible per machine.
+// share one tap set), again im2col x GEMM, or, where kernel == stride with no
+// padding or dilation (every large position takes exactly one tap: the k2 s2
+// up-convolution, k1 s1), as small rows times the whole weight, written back
+// tap by tap. Blocks run on ref_threads() threads; a problem with few blocks
+// gets shorter blocks and column tiles of its GEMM, and wgrad tiles the
+// columns of dw and, where that is not enough work, splits its reduction into
+// a bounded number of chunks whose partial sums are added in chunk order. The
+// decomposition is a function of the problem only and the outputs of work
+// items are disjoint, so results do not depend on the thread count. Eigen's
+// own blocking depends on the cache sizes it detects, so fp64 results are
+// reproducible per machine.
 #pragma once
 
 #include "reference/conv3d/ref_common.hpp"

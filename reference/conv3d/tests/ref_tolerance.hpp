@@ -26,7 +26,7 @@ inline double gamma64(double n) { return n * kU64 / (1.0 - n * kU64); }
 
 // Depth D of the fp64 convolution references: the longest sum of any output
 // (a bwd_weight's db sums the whole dy side), plus the bias add, plus
-// bwd_weight's slot reduction in the fast path.
+// bwd_weight's chunk reduction in the fast path (at most kMaxSlots chunks).
 inline double conv_depth(const ConvProblem& p) {
   const Axis3 o = p.out();
   const double n_in = static_cast<double>(p.n) * p.in[0] * p.in[1] * p.in[2];

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <random>
 
+#include "reference/conv3d/conv_fast.hpp"
+#include "reference/conv3d/conv_geometry.hpp"
 #include "reference/conv3d/ref.hpp"
 #include "reference/conv3d/tests/ref_test_util.hpp"
 #include "reference/conv3d/tests/ref_tolerance.hpp"
@@ -390,7 +392,11 @@ TEST(ConvRef, MpfrRoundsOnceToTheTargetDtype) {
 
 TEST(ConvRef, FastDoesNotDependOnThreadCount) {
   for (const char* s : {"conv3d.bwd_weight fp32 n1 c4 k4 d32 kd3 p1 bias", "conv3d.fwd fp32 n1 c4 k8 d20 kd3 p1",
-                        "conv_transpose3d.fwd fp32 n1 c4 k4 d12 kd2 s2 bias"}) {
+                        "conv_transpose3d.fwd fp32 n1 c4 k4 d12 kd2 s2 bias",
+                        // column tiles, bwd_weight's reduction chunks
+                        "conv3d.fwd fp32 n1 c4 k520 d3 kd3 p1 bias", "conv_transpose3d.fwd fp32 n1 c8 k80 d2 kd2 s2",
+                        "conv3d.bwd_weight fp32 n2 c2 k4 d24 kd3 p1 bias",
+                        "conv_transpose3d.bwd_weight fp32 n2 c6 k200 g2 d2 kd2 s2 bias"}) {
     const ConvProblem p = desc(s);
     SCOPED_TRACE(s);
     const Outputs in = generated_inputs(Problem{p}, parse_fill("signed", 13));
@@ -400,6 +406,100 @@ TEST(ConvRef, FastDoesNotDependOnThreadCount) {
     const Outputs three = conv(p, refs(in), Impl::fast);
     ::unsetenv("KGATE_REF_THREADS");
     for (const auto& [role, t] : one) EXPECT_EQ(digest(t), digest(three.at(role)));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The fast path's special cases: non-overlapping scatter (kernel == stride, no
+// padding or dilation), column tiles where row blocks are few, bwd_weight's
+// reduction chunks. Each agrees with the direct reference (within the pair
+// bound on signed inputs, bit for bit on lattice inputs).
+
+void expect_fast_matches_direct(const ConvProblem& p, std::uint64_t seed) {
+  SCOPED_TRACE(to_descriptor(p));
+  const Outputs in = generated_inputs(Problem{p}, parse_fill("signed", seed));
+  const Outputs d = conv(p, refs(in), Impl::direct), f = conv(p, refs(in), Impl::fast);
+  const Outputs A = conv_abs(p, refs(in), Impl::direct);
+  for (const auto& s : p.outputs())
+    EXPECT_TRUE(within(f.at(s.role), d.at(s.role), A.at(s.role), pair_factor(conv_depth(p))))
+        << kgate::name(s.role);
+  ConvProblem pl = p;
+  pl.src = DType::bf16;
+  const Outputs lin = generated_inputs(Problem{pl}, lattice_fill(Problem{pl}, seed));
+  const Outputs ld = conv(pl, refs(lin), Impl::direct), lf = conv(pl, refs(lin), Impl::fast);
+  for (const auto& s : pl.outputs()) EXPECT_TRUE(bitwise_equal(lf.at(s.role), ld.at(s.role))) << kgate::name(s.role);
+}
+
+TEST(ConvRef, NonOverlappingPathMatchesDirect) {
+  std::mt19937_64 rng(123);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return lo + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(hi - lo + 1));
+  };
+  for (ConvOp op : {ConvOp::conv_transpose3d, ConvOp::conv3d})
+    for (int rep = 0; rep < 8; ++rep) {
+      ConvProblem p;
+      p.op = op;
+      p.dir = op == ConvOp::conv3d ? ConvDir::bwd_data : ConvDir::fwd;  // the scatter directions
+      p.src = p.dst = p.acc = DType::fp32;
+      p.n = pick(1, 2);
+      p.groups = pick(1, 3);
+      // One problem in four has enough channels for column tiles.
+      const std::int64_t wide = rep % 4 == 3 ? 520 : 1;
+      p.cin = p.groups * pick(1, 3) * (op == ConvOp::conv_transpose3d ? 1 : wide);
+      p.cout = p.groups * pick(1, 3) * (op == ConvOp::conv_transpose3d ? wide : 1);
+      p.bias = pick(0, 1) == 1;
+      for (int a = 0; a < 3; ++a) {
+        p.kernel[a] = p.stride[a] = pick(1, 3);
+        p.in[a] = pick(1, wide > 1 ? 2 : 4) * (op == ConvOp::conv3d ? p.kernel[a] : 1);
+      }
+      p.validate();
+      ASSERT_TRUE(detail::non_overlapping(detail::make_geom(p))) << to_descriptor(p);
+      if (wide > 1) {
+        const auto g = detail::make_geom(p);
+        ASSERT_GT(detail::col_tiles(g.taps * g.clg, g.n * g.groups), 1) << to_descriptor(p);
+      }
+      expect_fast_matches_direct(p, 40 + static_cast<std::uint64_t>(rep));
+    }
+}
+
+TEST(ConvRef, NonOverlappingPathOnlyWhereItApplies) {
+  auto applies = [](const char* s) { return detail::non_overlapping(detail::make_geom(desc(s))); };
+  EXPECT_TRUE(applies("conv_transpose3d.fwd fp32 n1 c8 k4 d3 kd2 s2 bias"));
+  EXPECT_TRUE(applies("conv3d.bwd_data fp32 n1 c4 k4 d6 h3 w4 kd2 kh1 kw2 sd2 sh1 sw2"));
+  EXPECT_TRUE(applies("conv3d.bwd_data fp32 n1 c64 k6 d4 kd1 bias"));  // the k1 head
+  EXPECT_FALSE(applies("conv_transpose3d.fwd fp32 n1 c4 k4 d3 kd2 s2 op1"));  // output padding
+  EXPECT_FALSE(applies("conv_transpose3d.fwd fp32 n1 c4 k4 d3 kd3 s2"));      // overlapping taps
+  EXPECT_FALSE(applies("conv_transpose3d.fwd fp32 n1 c4 k4 d3 kd2 s3"));      // gaps
+  EXPECT_FALSE(applies("conv_transpose3d.fwd fp32 n1 c4 k4 d3 kd2 s2 dil2"));
+  EXPECT_FALSE(applies("conv3d.bwd_data fp32 n1 c4 k4 d5 kd2 s2"));  // the last input plane has no tap
+  EXPECT_FALSE(applies("conv3d.bwd_data fp32 n1 c4 k4 d4 kd2 s2 p1"));
+}
+
+// Shapes with one or two row blocks and at least 2*kMinCols output columns,
+// so the GEMM's columns are cut into tiles: contract, overlapping scatter,
+// non-overlapping scatter; and bwd_weight with column tiles of dw or
+// reduction chunks.
+TEST(ConvRef, TiledPathsMatchDirect) {
+  const struct {
+    const char* desc;
+    std::int64_t cols;  // the tiled GEMM's output columns
+  } cases[] = {
+      {"conv3d.fwd fp32 n1 c4 k520 d3 kd3 p1 bias", 520},
+      {"conv3d.bwd_data fp32 n1 c520 k4 d3 kd3 p1", 520},
+      {"conv_transpose3d.fwd fp32 n1 c8 k160 g2 d2 h3 w1 kd2 s2 bias", 8 * 80},
+      {"conv_transpose3d.bwd_data fp32 n1 c520 k4 d2 kd2 s2", 520},
+  };
+  for (const auto& c : cases) {
+    const ConvProblem p = desc(c.desc);
+    ASSERT_GT(detail::col_tiles(c.cols, p.n * p.groups), 1) << c.desc;
+    expect_fast_matches_direct(p, 77);
+  }
+  for (const char* s : {"conv3d.bwd_weight fp32 n2 c2 k4 d24 kd3 p1 bias",  // reduction chunks
+                        "conv_transpose3d.bwd_weight fp32 n2 c6 k200 g2 d2 kd2 s2 bias"}) {  // column tiles
+    const ConvProblem p = desc(s);
+    const detail::WgradSplit split = detail::wgrad_split(detail::make_geom(p));
+    ASSERT_GT(split.tiles * split.chunks, 1) << s;
+    expect_fast_matches_direct(p, 78);
   }
 }
 
