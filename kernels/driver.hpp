@@ -53,6 +53,41 @@ inline Tensor download(const DeviceTensor& d, DType t, const Dims& dims) {
   return out;
 }
 
+// Whether the launches a run made are its plan's steps, in order: the same
+// count and, step by step, the same grid, block and dynamic LDS (the plan's
+// kernel names are families, the launches' their template expressions, so
+// names are not compared). A plan is what reports, the oracle and the
+// bench read about a run; one that does not describe the run is a defect.
+inline void check_launches(const Plan& plan, const std::vector<rt::LaunchRecord>& made) {
+  const auto fmt = [](std::uint32_t x, std::uint32_t y, std::uint32_t z) {
+    return std::to_string(x) + "x" + std::to_string(y) + "x" + std::to_string(z);
+  };
+  if (made.size() != plan.steps.size())
+    throw std::logic_error(plan.op + ": the plan has " + std::to_string(plan.steps.size()) + " steps, the run made " +
+                           std::to_string(made.size()) + " launches");
+  for (std::size_t i = 0; i < made.size(); ++i) {
+    const LaunchStep& s = plan.steps[i];
+    const rt::LaunchRecord& m = made[i];
+    const std::string want = "grid " + fmt(s.grid[0], s.grid[1], s.grid[2]) + " block " +
+                             fmt(s.block[0], s.block[1], s.block[2]) + " lds " + std::to_string(s.lds_bytes);
+    const std::string got = "grid " + fmt(m.grid.x, m.grid.y, m.grid.z) + " block " +
+                            fmt(m.block.x, m.block.y, m.block.z) + " lds " + std::to_string(m.lds_bytes);
+    if (want != got)
+      throw std::logic_error(plan.op + ": plan step " + std::to_string(i) + " (" + s.kernel + ") says " + want +
+                             ", the launch of " + m.kernel + " had " + got);
+  }
+}
+
+// Runs a launch sequence once (launch_all as in time_sequence) and waits for
+// it; with `whole`, checks its launches against the plan (check_launches).
+template <class F>
+void launch_as_planned(const Plan& plan, F&& launch_all, bool whole = true) {
+  rt::LaunchTrace trace;
+  launch_all([] {});
+  rt::device_synchronize();
+  if (whole) check_launches(plan, trace.records());
+}
+
 // Times opt.timing_iters more runs of a launch sequence (see RunOptions).
 // launch_all(mark) launches the plan's steps and calls mark() after each.
 template <class F>

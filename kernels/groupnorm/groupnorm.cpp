@@ -223,8 +223,7 @@ Executed execute(const GroupNormProblem& p, const Plan& plan, const std::map<Rol
         }
       });
     };
-    launch_all([] {});
-    rt::device_synchronize();
+    launch_as_planned(plan, launch_all, phase == Phase::all);
     if (phase == Phase::partials) {
       r.partials = download(moments, DType::fp32, part_dims);
       return r;
@@ -279,8 +278,7 @@ Executed execute(const GroupNormProblem& p, const Plan& plan, const std::map<Rol
       }
     });
   };
-  launch_all([] {});
-  rt::device_synchronize();
+  launch_as_planned(plan, launch_all, phase == Phase::all);
   if (phase == Phase::partials) {
     Tensor t(DType::fp32, part_dims);
     rt::copy_d2h(t.data(), sums, part_bytes);

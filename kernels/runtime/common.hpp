@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "reference/dtype.hpp"  // KGATE_HD, kgate::bf16, kgate::fp16
 
@@ -79,6 +80,38 @@ struct BasicLaunchConfig {
   dim3 block;
   std::size_t lds_bytes = 0;
   StreamT* stream = nullptr;  // nullptr: the default stream
+};
+
+// Launch trace. While a LaunchTrace lives on a host thread, every launch that
+// thread issues (any backend; the geometry the kernel is launched with, after
+// the launch checks) is appended to it. The kernel library uses it to prove
+// that a plan's published steps are the launches it makes.
+struct LaunchRecord {
+  std::string kernel;  // the KGATE_LAUNCH expression
+  dim3 grid, block;
+  std::size_t lds_bytes = 0;
+};
+
+class LaunchTrace {
+ public:
+  LaunchTrace() : outer_(current()) { current() = this; }
+  ~LaunchTrace() { current() = outer_; }
+  LaunchTrace(const LaunchTrace&) = delete;
+  LaunchTrace& operator=(const LaunchTrace&) = delete;
+  const std::vector<LaunchRecord>& records() const { return records_; }
+  // Called by every backend's launch; every live trace of the thread (nested
+  // ones too) records it.
+  static void note(const char* kernel, const dim3& grid, const dim3& block, std::size_t lds_bytes) {
+    for (LaunchTrace* t = current(); t; t = t->outer_) t->records_.push_back({kernel, grid, block, lds_bytes});
+  }
+
+ private:
+  static LaunchTrace*& current() {
+    static thread_local LaunchTrace* t = nullptr;
+    return t;
+  }
+  LaunchTrace* outer_;
+  std::vector<LaunchRecord> records_;
 };
 
 // Facts about gfx942 the runtime enforces on every backend's launch checks.

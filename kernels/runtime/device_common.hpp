@@ -176,6 +176,7 @@ inline void check_launch(const char* name, const dim3& grid, const dim3& block, 
   if (lds > max_lds_bytes)
     throw Error(prefix + ": dynamic LDS of " + std::to_string(lds) + " bytes exceeds the gfx942 limit of " +
                 std::to_string(max_lds_bytes));
+  LaunchTrace::note(name, grid, block, lds);
 }
 
 }  // namespace detail

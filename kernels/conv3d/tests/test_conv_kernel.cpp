@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kernels/api.hpp"
+#include "kernels/driver.hpp"
 #include "kernels/runtime/runtime.hpp"
 #include "oracles/oracle.hpp"
 #include "reference/conv3d/conv_geometry.hpp"
@@ -93,6 +94,36 @@ TEST(ConvKernel, RefusesAForeignPlan) {
 
 // The gate's check of a kernel output can fail: one element changed
 // fails tier 1 on the lattice fill.
+// A run's launches are its plan's steps (every run checks it); a plan whose
+// step count, grid, block or LDS differ from the launches is caught.
+TEST(ConvKernel, LaunchesAreThePlansSteps) {
+  for (const char* d : {"conv3d.fwd bf16 n1 c16 k16 d8 kd3 p1", "conv3d.fwd fp32 n1 c4 k4 d4 kd3 p1",
+                        "conv_transpose3d.fwd fp32 n1 c4 k4 d4 kd2 s2", "conv3d.bwd_weight fp32 n1 c4 k6 d4 kd3 p1 bias"}) {
+    SCOPED_TRACE(d);
+    const Problem p(conv(d));
+    const kernels::Plan pl = kernels::plan(p);
+    const auto in = ref::make_inputs(p, parse_fill("signed", 1));
+    rt::LaunchTrace trace;
+    kernels::run(p, pl, kernels::pointers(in));
+    ASSERT_EQ(trace.records().size(), pl.steps.size());
+    EXPECT_NO_THROW(kernels::check_launches(pl, trace.records()));
+    for (int field = 0; field < 4; ++field) {
+      kernels::Plan bad = pl;
+      if (field == 0) bad.steps.push_back(bad.steps.back());
+      if (field == 1) bad.steps[0].grid[0] += 1;
+      if (field == 2) bad.steps[0].block[2] = 2;
+      if (field == 3) bad.steps.back().lds_bytes = 16;
+      try {
+        kernels::check_launches(bad, trace.records());
+        ADD_FAILURE() << "altered field " << field << " not caught";
+      } catch (const std::logic_error& e) {
+        EXPECT_NE(std::string(e.what()).find(field == 0 ? "steps, the run made" : "plan step"), std::string::npos)
+            << e.what();
+      }
+    }
+  }
+}
+
 TEST(ConvKernel, OracleCatchesAPlantedDefect) {
   const Problem p = parse_descriptor("conv3d.bwd_data bf16 n1 c8 k8 d6 kd3 s2 p1");
   const auto& cp = std::get<ConvProblem>(p);

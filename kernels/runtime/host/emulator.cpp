@@ -1080,6 +1080,7 @@ void launch_erased(const char* name, const LaunchConfig& lc, const Job& job) {
   if (L.dyn_lds > max_lds_bytes)
     throw Error(prefix + ": dynamic LDS of " + std::to_string(L.dyn_lds) + " bytes exceeds the gfx942 limit of " +
                 std::to_string(max_lds_bytes));
+  LaunchTrace::note(name, L.grid, L.block, L.dyn_lds);
 
   const std::uint64_t nwg = L.grid.count();
   std::vector<std::uint32_t> order;
