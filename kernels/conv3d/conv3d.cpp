@@ -49,6 +49,10 @@ struct AtomInfo {
 // most of each instruction (and most of the host emulator's time, which
 // runs every atom through its numeric model) and stay portable.
 constexpr std::int64_t kMmaMinK = 8, kMmaMinN = 16;
+// Backward-weight runs on matrix cores (conv_wgrad_mma) for bf16 / fp16
+// when the small channels per group fill a quarter of the block tile's N,
+// the taps x large channels a quarter of its M and the rows one block step.
+constexpr std::int64_t kMmaMinWgradM = cv::kMmaBM / 4;
 
 struct Shape {
   ref::detail::DirPlan dp;
@@ -167,9 +171,15 @@ Shape shape_of(const ConvProblem& p) {
       s.dw_numel = g.cs * g.taps * g.clg;
       s.rows = g.n * g.s_pos;
       pick_split(s.rows, s.dw_numel, s.splits, s.slice);
-      s.main_grid[0] = g.taps * cv::ceil_div(g.clg, static_cast<std::int64_t>(cv::kTN) * s.bn);
-      s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kTM * bm);
       s.main_grid[2] = s.splits;
+      if (g.csg >= kMmaMinN && g.taps * g.clg >= kMmaMinWgradM && s.rows >= cv::kMmaBK) s.atom = atom_for(p.src);
+      if (s.atom.ok) {
+        s.main_grid[0] = cv::ceil_div(g.taps * g.clg, cv::kMmaBM);
+        s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kMmaBN);
+      } else {
+        s.main_grid[0] = g.taps * cv::ceil_div(g.clg, static_cast<std::int64_t>(cv::kTN) * s.bn);
+        s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kTM * bm);
+      }
       if (s.dp.db) {
         s.db_rows = g.n * (s.dp.dy_is_small ? g.s_pos : g.l_pos);
         pick_split(s.db_rows, p.cout, s.db_splits, s.db_slice);
@@ -188,7 +198,7 @@ const char* main_kernel(const Shape& s) {
   switch (s.dp.kind) {
     case Kind::contract: return s.atom.ok ? "conv_contract_mma" : "conv_contract";
     case Kind::scatter: return s.atom.ok ? "conv_scatter_mma" : s.one_tap ? "conv_scatter_one_tap" : "conv_scatter";
-    case Kind::wgrad: return "conv_wgrad";
+    case Kind::wgrad: return s.atom.ok ? "conv_wgrad_mma" : "conv_wgrad";
   }
   return "?";
 }
@@ -233,21 +243,31 @@ bool wide_loads(const Shape& s, std::initializer_list<const void*> tensors) {
   return ok;
 }
 
-// conv_mma with the backend's default atom for Tin (bf16 / fp16 only).
-template <class Tin, class Tout, bool kScatter>
-void launch_mma(const Shape& s, cv::GemmArgs args, bool wide) {
+// f(atom) with the backend's default atom for Tin (bf16 / fp16 only), and
+// the matrix-core kernels' launch configuration.
+template <class Tin, class F>
+void with_mma_atom(F&& f) {
   if constexpr (!std::is_same_v<Tin, float>) {
-    args.wide = wide;
     constexpr auto type = std::is_same_v<Tin, kgate::bf16> ? rt::MmaType::bf16 : rt::MmaType::f16;
-    rt::mma::with_default_atom<type>([&](auto atom) {
-      using Atom = decltype(atom);
-      rt::LaunchConfig c = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
-      c.block = rt::dim3(cv::kMmaThreads);
-      KGATE_LAUNCH((cv::conv_mma<Atom, Tin, Tout, kScatter>), c, args);
-    });
+    rt::mma::with_default_atom<type>(f);
   } else {
     throw std::logic_error("conv: no matrix-core path for fp32 inputs");
   }
+}
+
+rt::LaunchConfig mma_config(const Shape& s) {
+  rt::LaunchConfig c = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
+  c.block = rt::dim3(cv::kMmaThreads);
+  return c;
+}
+
+// conv_mma for the contract or scatter family.
+template <class Tin, class Tout, bool kScatter>
+void launch_mma(const Shape& s, cv::GemmArgs args, bool wide) {
+  args.wide = wide;
+  with_mma_atom<Tin>([&](auto atom) {
+    KGATE_LAUNCH((cv::conv_mma<decltype(atom), Tin, Tout, kScatter>), mma_config(s), args);
+  });
 }
 
 }  // namespace
@@ -316,8 +336,9 @@ Plan conv_plan(const ConvProblem& p) {
       pl.params["splits"] = s.splits;
       pl.params["slice"] = s.slice;
       pl.steps.push_back({"conv_tree", grid3(cv::ceil_div(s.dw_numel, cv::kThreads), 1, 1), block, 0});
-      ReductionPlan r;
-      r.length = s.slice;
+      // Each slice: one atom chain over its rows (conv_wgrad_mma) or a
+      // sequential loop (conv_wgrad); then the tree over the slices.
+      ReductionPlan r = s.atom.ok ? mma_reduction(s.atom, 1, s.slice) : ReductionPlan::sequential(s.slice);
       r.splits = s.splits;
       r.combine = PartialCombine::tree;
       pl.reduction[out] = r;
@@ -388,8 +409,15 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
         }
         case Kind::wgrad: {
           float* part = ws.as<float>();
-          const cv::WgradArgs wa{s.g, a.data(), b.data(), part, s.bn, s.slice};
-          KGATE_LAUNCH((cv::conv_wgrad<Tin>), conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]), wa);
+          cv::WgradArgs wa{s.g, a.data(), b.data(), part, s.bn, s.slice};
+          if (s.atom.ok) {
+            wa.wide = wide_loads(s, {a.data(), b.data()});
+            with_mma_atom<Tin>([&](auto atom) {
+              KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin>), mma_config(s), wa);
+            });
+          } else {
+            KGATE_LAUNCH((cv::conv_wgrad<Tin>), conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]), wa);
+          }
           mark();
           const cv::TreeArgs ta{part, s.dw_numel, s.splits, out.data()};
           KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::ceil_div(s.dw_numel, cv::kThreads)), ta);

@@ -383,6 +383,82 @@ void wgrad_cases(Gen& g) {
   }
 }
 
+// wgrad on matrix cores: the smallest small-side channels, taps x large
+// channels and rows that select them and one below each, then, per pair
+// with an atom: packed and element-wise large loads (clg a multiple of 8 or
+// not), 16-byte and element small loads, ragged M, N and K tiles, several
+// splits, groups, padding, stride and dilation, rows crossing axes shorter
+// than a block step.
+void wgrad_mma_cases(Gen& g) {
+  auto mma_at = [&](std::int64_t csg, std::int64_t clg, std::pair<DType, DType> t, std::int64_t w = 1024) {
+    ConvProblem p = g.make(csg, clg, 1, {1, 1, w});
+    g.types(p, t);
+    return is_mma(conv_plan(p));
+  };
+  for (const auto& t : g.pairs) {
+    std::int64_t nmin = 0, mmin = 0, wmin = 0;
+    for (std::int64_t c = 1; c <= 256 && !nmin; ++c)
+      if (mma_at(c, 256, t)) nmin = c;
+    if (!nmin) continue;  // no atom for this pair
+    for (std::int64_t c = 1; c <= 256 && !mmin; ++c)
+      if (mma_at(nmin, c, t)) mmin = c;
+    for (std::int64_t w = 1; w <= 1024 && !wmin; ++w)
+      if (mma_at(nmin, mmin, t, w)) wmin = w;
+    const std::string pn = std::string(name(t.first)) + ":" + std::string(name(t.second));
+    ConvProblem base = g.make(nmin, mmin, 1, {1, 1, wmin});
+    g.types(base, t);
+    g.add(base, "wgrad on matrix cores " + pn + ": the smallest channels and rows that select them (csg " +
+                    std::to_string(nmin) + ", clg " + std::to_string(mmin) + ", rows " + std::to_string(wmin) + ")");
+    ConvProblem q = base;
+    q.in = {1, 1, wmin - 1};
+    if (wmin > 1) g.add(q, "portable wgrad " + pn + ": one row below matrix cores");
+    q = g.make(nmin - 1, mmin, 1, {1, 1, wmin});
+    g.types(q, t);
+    if (nmin > 1) g.add(q, "portable wgrad " + pn + ": one small channel below matrix cores");
+    q = g.make(nmin, mmin - 1, 1, {1, 1, wmin});
+    g.types(q, t);
+    if (mmin > 1) g.add(q, "portable wgrad " + pn + ": one large channel below matrix cores");
+    const Plan pl = conv_plan(base);
+    const std::int64_t tm = param(pl, "tile_m"), tn = param(pl, "tile_n"), tk = param(pl, "tile_k");
+    {
+      // Element-wise large loads (clg 3, 27 taps), ragged M tile, N past one
+      // tile, rows crossing axes shorter than a block step, padding, bias.
+      ConvProblem p = g.make(tn + 3, 3, 1, {3, 5, 7}, 2);
+      g.types(p, t);
+      p.kernel = {3, 3, 3};
+      p.pad_front = p.pad_back = {1, 1, 1};
+      p.bias = g.has_bias();
+      g.add(p, "wgrad on matrix cores " + pn + ": element loads (clg 3), ragged M and N tiles, short axes, padding");
+    }
+    {
+      // Packed large loads with element small loads (csg not a multiple of
+      // 8), groups 2, stride 2, dilation 2, K not whole block steps.
+      ConvProblem p = g.make(nmin + 3, 16, 2, {3, 9, 2 * tk + 5}, 1);
+      g.types(p, t);
+      p.kernel = {1, 2, 2};
+      p.stride = {1, 2, 2};
+      p.dilation = {1, 2, 1};
+      g.add(p, "wgrad on matrix cores " + pn + ": packed loads, csg not a multiple of 8, groups 2, stride 2, "
+                   "dilation 2, a ragged last block step");
+    }
+    {
+      // 16-byte loads on both sides, whole M and N tiles, several splits.
+      ConvProblem p = g.make(tn, tm / 8, 1, {1, 1, 1});
+      g.types(p, t);
+      p.kernel = {1, 1, 8};
+      std::int64_t w = 1;
+      while (param(conv_plan(p), "splits", 1) < 3) {
+        w *= 2;
+        p.in = {1, 1, w + 7};
+      }
+      p.bias = g.has_bias();
+      const Plan pq = conv_plan(p);
+      g.add(p, "wgrad on matrix cores " + pn + ": 16-byte loads, whole M and N tiles, splits=" +
+                   std::to_string(param(pq, "splits")));
+    }
+  }
+}
+
 }  // namespace conv_boundary_detail
 
 std::vector<BoundaryProblem> conv_boundary_problems(ConvOp op, ConvDir dir) {
@@ -398,7 +474,10 @@ std::vector<BoundaryProblem> conv_boundary_problems(ConvOp op, ConvDir dir) {
   tile_cases(g);
   if (g.fam == Family::contract) mma_cases(g);
   if (g.fam == Family::scatter) scatter_cases(g);
-  if (g.fam == Family::wgrad) wgrad_cases(g);
+  if (g.fam == Family::wgrad) {
+    wgrad_cases(g);
+    wgrad_mma_cases(g);
+  }
   return g.out;
 }
 

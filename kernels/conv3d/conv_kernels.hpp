@@ -71,9 +71,10 @@
 // order taps, then channels in atom-K chunks (a chunk past the channels is
 // not issued; absent terms and channels past the end of a chunk load as +0,
 // which adds nothing to an exact sum): the chain the plan's ReductionPlan
-// counts, so the host's sm90 model reproduces CUDA bit for bit. fp32
-// inputs, backward-weight and channel counts an atom does not fill take the
-// portable path.
+// counts, so the host's sm90 model reproduces CUDA bit for bit.
+// Backward-weight has its own matrix-core kernel over the same block tile
+// and block step (conv_wgrad_mma). fp32 inputs and channel counts an atom
+// does not fill take the portable path.
 //
 // Indexing is 64-bit throughout (tensors may pass 2^31 elements).
 #pragma once
@@ -115,8 +116,9 @@ struct WgradArgs {
   const void* small;
   const void* large;
   float* ws;           // [splits][cs*taps*clg]
-  int bn;
+  int bn;              // portable kernel: work-items along N
   std::int64_t slice;  // rows (n, i) per split
+  bool wide = false;   // conv_wgrad_mma: 16-byte loads (as GemmArgs::wide)
 };
 
 struct ColsumArgs {
@@ -436,6 +438,44 @@ KGATE_UNROLL
   return f;
 }
 
+// One LDS stage through a wave's atoms: K chunks 0 .. chunks-1 of the block
+// step (chunks <= kMmaBK / Atom::K; the caller stops the chain after the
+// last chunk holding a term, as the reduction plan counts it). A is staged
+// as [GEMM row][k], B as [GEMM column][k], both with row pitch LDK; the
+// wave's tile is rows wm*WTM.., columns wn*WTN.. of the block tile.
+template <class Atom>
+KGATE_DEVICE void mma_block_step(const rt::lds_array<std::uint16_t>& sA, const rt::lds_array<std::uint16_t>& sB,
+                                 int st, int wm, int wn, std::int64_t chunks,
+                                 rt::mma::c_frag<Atom> (&acc)[MmaTile<Atom>::AM][MmaTile<Atom>::AN]) {
+  namespace mma = kgate::rt::mma;
+  using TT = MmaTile<Atom>;
+  // Fragment reads along K: the atom's K runs (at most 4 elements, 8 bytes),
+  // one aligned LDS read each (rows of LDK elements keep them aligned).
+  constexpr int kRunA = mma::a_k_run<Atom> < 4 ? mma::a_k_run<Atom> : 4;
+  constexpr int kRunB = mma::b_k_run<Atom> < 4 ? mma::b_k_run<Atom> : 4;
+  static_assert(TT::LDK % 4 == 0 && Atom::K % 4 == 0);
+  const int abase = st * TT::kASize + wm * TT::WTM * TT::LDK, bbase = st * TT::kBSize + wn * TT::WTN * TT::LDK;
+  for (int kk = 0; kk < kMmaBK / Atom::K; ++kk) {
+    if (kk >= chunks) break;
+    mma::a_frag<Atom> af[TT::AM];
+    mma::b_frag<Atom> bf[TT::AN];
+KGATE_UNROLL
+    for (int u = 0; u < TT::AM; ++u)
+      af[u] = mma::load_a_run<Atom, kRunA>([&](int i, int k) {
+        return run_of<kRunA>(sA, abase + (u * Atom::M + i) * TT::LDK + kk * Atom::K + k);
+      });
+KGATE_UNROLL
+    for (int v = 0; v < TT::AN; ++v)
+      bf[v] = mma::load_b_run<Atom, kRunB>([&](int k, int j) {
+        return run_of<kRunB>(sB, bbase + (v * Atom::N + j) * TT::LDK + kk * Atom::K + k);
+      });
+KGATE_UNROLL
+    for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+      for (int v = 0; v < TT::AN; ++v) acc[u][v] = mma::mma<Atom>(af[u], bf[v], acc[u][v]);
+  }
+}
+
 template <class Atom, class Tin, class Tout, bool kScatter>
 KGATE_KERNEL_BOUNDS(conv_mma, kMmaThreads, GemmArgs a) {
   namespace mma = kgate::rt::mma;
@@ -446,11 +486,6 @@ KGATE_KERNEL_BOUNDS(conv_mma, kMmaThreads, GemmArgs a) {
   constexpr int kAPass = kMmaBM / kARows;                               // A loads per work-item
   constexpr int kBLoads = kMmaBN * kMmaBK / kMmaVec / kMmaThreads;      // B loads per work-item
   constexpr int kBRow = kMmaBN / kMmaVec;                               // scatter: loads per B row
-  // Fragment reads along K: the atom's K runs (at most 4 elements, 8 bytes),
-  // one aligned LDS read each (rows of LDK elements keep them aligned).
-  constexpr int kRunA = mma::a_k_run<Atom> < 4 ? mma::a_k_run<Atom> : 4;
-  constexpr int kRunB = mma::b_k_run<Atom> < 4 ? mma::b_k_run<Atom> : 4;
-  static_assert(TT::LDK % 4 == 0 && Atom::K % 4 == 0);
   const Geom& g = a.g;
   const int t = static_cast<int>(rt::thread_idx().x);
   // The family as one GEMM: rows decode over extents `ext`; at tap e row i
@@ -580,30 +615,10 @@ KGATE_UNROLL
   for (int u = 0; u < TT::AM; ++u)
 KGATE_UNROLL
     for (int v = 0; v < TT::AN; ++v) acc[u][v] = mma::zero_c<Atom>();
-  // LDS stage `st` through the atoms: channel q0 + kk*K .. of the block
-  // step, one atom-K chunk at a time; the chain stops after the last chunk
-  // holding a channel (as the reduction plan counts it).
+  // LDS stage `st` through the atoms: channels q0 .. of the block step, the
+  // chain stopping after the last atom-K chunk holding a channel.
   auto compute = [&](int st, std::int64_t q0) {
-    const int abase = st * TT::kASize + wm * TT::WTM * TT::LDK, bbase = st * TT::kBSize;
-    for (int kk = 0; kk < kMmaBK / Atom::K; ++kk) {
-      if (q0 + kk * Atom::K >= kdim) break;
-      mma::a_frag<Atom> af[TT::AM];
-      mma::b_frag<Atom> bf[TT::AN];
-KGATE_UNROLL
-      for (int u = 0; u < TT::AM; ++u)
-        af[u] = mma::load_a_run<Atom, kRunA>([&](int i, int k) {
-          return run_of<kRunA>(sA, abase + (u * Atom::M + i) * TT::LDK + kk * Atom::K + k);
-        });
-KGATE_UNROLL
-      for (int v = 0; v < TT::AN; ++v)
-        bf[v] = mma::load_b_run<Atom, kRunB>([&](int k, int j) {
-          return run_of<kRunB>(sB, bbase + (wn * TT::WTN + v * Atom::N + j) * TT::LDK + kk * Atom::K + k);
-        });
-KGATE_UNROLL
-      for (int u = 0; u < TT::AM; ++u)
-KGATE_UNROLL
-        for (int v = 0; v < TT::AN; ++v) acc[u][v] = mma::mma<Atom>(af[u], bf[v], acc[u][v]);
-    }
+    mma_block_step<Atom>(sA, sB, st, wm, wn, ceil_div(kdim - q0, Atom::K), acc);
   };
   // Two LDS stages, one barrier per block step: step blk+1 is loaded into
   // registers before step blk's atoms run and stored into the other stage
@@ -632,6 +647,159 @@ KGATE_UNROLL
         const std::int64_t row = orow[wm * TT::WTM + u * Atom::M + i], c = c0 + wn * TT::WTN + v * Atom::N + j;
         if (row < 0 || c >= ndim) return;
         put_output<Tin, Tout>(O, B, row, grp * ndim + c, y);
+      });
+}
+
+// ---------------------------------------------------------------------------
+// Backward-weight on matrix cores: per group, the GEMM
+//   C[m][c] = sum_{rows r of the slice} large[r at tap(m)][ci(m)] * small[r][c]
+// with m = tap*clg + ci over every tap and large channel of the group (the
+// block tile's 128 side: taps x clg is the long one in every layer) and c
+// over the group's small channels (the 64 side), K = the split's slice of
+// rows (n, i) in blocks of kMmaBK rows; grid (m tiles, groups x c tiles,
+// splits). Both operands arrive with M or N contiguous and K strided, so
+// the stash transposes them into the [row][k] LDS layout mma_block_step
+// reads. A pack of 8 m columns lies in one tap when clg is a multiple of 8
+// (one load of 8 channels); otherwise every element finds its own tap. Rows
+// past the slice and taps that fall into the padding load as +0. Each
+// output is one chain over the slice's rows in atom-K chunks (the last
+// chunk holding a row ends it); the slice's fp32 partial goes to
+// ws[split][c][tap][ci] exactly as conv_wgrad writes it, for conv_tree.
+
+template <class Atom, class Tin>
+KGATE_KERNEL_BOUNDS(conv_wgrad_mma, kMmaThreads, WgradArgs a) {
+  using TT = MmaTile<Atom>;
+  using P = Pack<Tin, kMmaVec>;
+  constexpr int kAPacks = kMmaBM / kMmaVec;                    // packs per A row (m)
+  constexpr int kBPacks = kMmaBN / kMmaVec;                    // packs per B row (c)
+  constexpr int kAPass = kMmaBK * kAPacks / kMmaThreads;       // A loads per work-item
+  constexpr int kBPass = kMmaBK * kBPacks / kMmaThreads;       // B loads per work-item
+  constexpr int kARows = kMmaThreads / kAPacks, kBRows = kMmaThreads / kBPacks;
+  static_assert(kAPass * kARows == kMmaBK && kBPass * kBRows == kMmaBK);
+  const Geom& g = a.g;
+  const int t = static_cast<int>(rt::thread_idx().x);
+  const std::int64_t mdim = g.taps * g.clg;
+  const std::int64_t col_tiles = ceil_div(g.csg, kMmaBN);
+  const std::int64_t grp = rt::block_idx().y / col_tiles;
+  const std::int64_t c0 = (rt::block_idx().y % col_tiles) * kMmaBN;
+  const std::int64_t m0 = static_cast<std::int64_t>(rt::block_idx().x) * kMmaBM;
+  const std::int64_t split = rt::block_idx().z;
+  const std::int64_t K = std::int64_t{g.n} * g.s_pos;
+  const std::int64_t r_begin = split * a.slice;
+  const std::int64_t r_end = r_begin + a.slice < K ? r_begin + a.slice : K;
+  const Tin* Sm = static_cast<const Tin*>(a.small);
+  const Tin* Lg = static_cast<const Tin*>(a.large);
+  KGATE_LDS(sA, std::uint16_t, 2 * TT::kASize);
+  KGATE_LDS(sB, std::uint16_t, 2 * TT::kBSize);
+  // The tap offsets of large channel column m (in KD, KH, KW order).
+  auto offsets_of = [&](std::int64_t m, std::int32_t (&off)[3]) {
+    const std::int64_t tap = m / g.clg;
+    const std::int32_t k2 = static_cast<std::int32_t>(tap % g.K[2]), k1 = static_cast<std::int32_t>((tap / g.K[2]) % g.K[1]),
+                       k0 = static_cast<std::int32_t>(tap / (std::int64_t{g.K[2]} * g.K[1]));
+    off[0] = k0 * g.dil[0] - g.pad[0];
+    off[1] = k1 * g.dil[1] - g.pad[1];
+    off[2] = k2 * g.dil[2] - g.pad[2];
+  };
+  // This work-item's A pack: columns ma .. ma+7, and (packed) their one tap.
+  const std::int64_t ma = m0 + (t % kAPacks) * kMmaVec;
+  const bool packed = g.clg % kMmaVec == 0;
+  std::int32_t aoff[3] = {0, 0, 0};
+  if (packed && ma < mdim) offsets_of(ma, aoff);
+  const std::int64_t cb = c0 + (t % kBPacks) * kMmaVec;
+  // The offset of large position i*stride + off of batch b, or -1 in the padding.
+  auto large_at = [&](std::int64_t b, const std::int64_t (&i)[3], const std::int32_t (&off)[3]) -> std::int64_t {
+    const std::int64_t j0 = i[0] * g.stride[0] + off[0], j1 = i[1] * g.stride[1] + off[1], j2 = i[2] * g.stride[2] + off[2];
+    if (j0 < 0 || j0 >= g.L[0] || j1 < 0 || j1 >= g.L[1] || j2 < 0 || j2 >= g.L[2]) return -1;
+    return (((b * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl;
+  };
+  // The coordinates (b, i) of this work-item's A rows r0 + t/kAPacks +
+  // kARows*s, decoded once at the slice's start and then advanced by one
+  // block step (kMmaBK rows) per fetch without a division.
+  std::int64_t rc[kAPass][4];
+KGATE_UNROLL
+  for (int s = 0; s < kAPass; ++s) {
+    std::int64_t i[3];
+    decode_row(r_begin + t / kAPacks + kARows * s, g.S, rc[s][0], i);
+    rc[s][1] = i[0], rc[s][2] = i[1], rc[s][3] = i[2];
+  }
+  P pa[kAPass], pb[kBPass];
+  auto fetch = [&](std::int64_t r0) {
+KGATE_UNROLL
+    for (int s = 0; s < kAPass; ++s) {
+      if (r0 != r_begin) {
+        rc[s][3] += kMmaBK;
+        while (rc[s][3] >= g.S[2]) rc[s][3] -= g.S[2], ++rc[s][2];
+        while (rc[s][2] >= g.S[1]) rc[s][2] -= g.S[1], ++rc[s][1];
+        while (rc[s][1] >= g.S[0]) rc[s][1] -= g.S[0], ++rc[s][0];
+      }
+      const std::int64_t r = r0 + t / kAPacks + kARows * s;
+      pa[s] = P{};
+      if (r >= r_end || ma >= mdim) continue;
+      const std::int64_t b = rc[s][0], i[3] = {rc[s][1], rc[s][2], rc[s][3]};
+      if (packed) {
+        const std::int64_t at = large_at(b, i, aoff);
+        if (at >= 0) pa[s] = load_pack(Lg + at + grp * g.clg + ma % g.clg, mdim - ma, a.wide);
+      } else {
+KGATE_UNROLL
+        for (int e = 0; e < kMmaVec; ++e) {
+          if (ma + e >= mdim) break;
+          std::int32_t off[3];
+          offsets_of(ma + e, off);
+          const std::int64_t at = large_at(b, i, off);
+          if (at >= 0) pa[s].v[e] = Lg[at + grp * g.clg + (ma + e) % g.clg];
+        }
+      }
+    }
+KGATE_UNROLL
+    for (int s = 0; s < kBPass; ++s) {
+      const std::int64_t r = r0 + t / kBPacks + kBRows * s;
+      pb[s] = r < r_end && cb < g.csg ? load_pack(Sm + r * g.cs + grp * g.csg + cb, g.csg - cb, a.wide) : P{};
+    }
+  };
+  // Registers to LDS stage st, transposed to [column][row of K].
+  auto stash = [&](int st) {
+KGATE_UNROLL
+    for (int s = 0; s < kAPass; ++s)
+KGATE_UNROLL
+      for (int e = 0; e < kMmaVec; ++e)
+        sA[st * TT::kASize + ((t % kAPacks) * kMmaVec + e) * TT::LDK + t / kAPacks + kARows * s] = bits_of(pa[s].v[e]);
+KGATE_UNROLL
+    for (int s = 0; s < kBPass; ++s)
+KGATE_UNROLL
+      for (int e = 0; e < kMmaVec; ++e)
+        sB[st * TT::kBSize + ((t % kBPacks) * kMmaVec + e) * TT::LDK + t / kBPacks + kBRows * s] = bits_of(pb[s].v[e]);
+  };
+  const int wave = t / Atom::lanes, wm = wave % TT::WM, wn = wave / TT::WM;
+  rt::mma::c_frag<Atom> acc[TT::AM][TT::AN];
+KGATE_UNROLL
+  for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+    for (int v = 0; v < TT::AN; ++v) acc[u][v] = rt::mma::zero_c<Atom>();
+  const std::int64_t nblk = r_end > r_begin ? ceil_div(r_end - r_begin, kMmaBK) : 0;
+  if (nblk > 0) {
+    fetch(r_begin);
+    stash(0);
+  }
+  rt::barrier();
+  for (std::int64_t blk = 0; blk < nblk; ++blk) {
+    const std::int64_t r0 = r_begin + blk * kMmaBK;
+    const bool more = blk + 1 < nblk;
+    if (more) fetch(r0 + kMmaBK);
+    mma_block_step<Atom>(sA, sB, static_cast<int>(blk & 1), wm, wn, ceil_div(r_end - r0, Atom::K), acc);
+    if (more) {
+      stash(static_cast<int>((blk + 1) & 1));
+      rt::barrier();
+    }
+  }
+  float* out = a.ws + split * (std::int64_t{g.cs} * mdim);
+KGATE_UNROLL
+  for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+    for (int v = 0; v < TT::AN; ++v)
+      rt::mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
+        const std::int64_t m = m0 + wm * TT::WTM + u * Atom::M + i, c = c0 + wn * TT::WTN + v * Atom::N + j;
+        if (m >= mdim || c >= g.csg) return;
+        out[(grp * g.csg + c) * mdim + m] = y;
       });
 }
 

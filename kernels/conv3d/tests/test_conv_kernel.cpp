@@ -214,7 +214,8 @@ std::int64_t param_or(const kernels::Plan& pl, const char* k, std::int64_t d) {
 // every main kernel of the family, every bn with a ragged and (where one
 // exists) a full last column tile, every dtype pair, matrix cores for every
 // pair that has them, split counts 1, 2, an odd one and the most (dw and db),
-// one-tap and general scatter, one and several phases, the smallest problem;
+// one-tap and general scatter, one and several phases, backward-weight on
+// matrix cores for every pair that has them, the smallest problem;
 // each problem is supported, of its op-dir and listed once.
 TEST(ConvKernel, BoundaryProblemsReachEveryPlanValue) {
   for (const char* op : {"conv3d.fwd", "conv3d.bwd_data", "conv3d.bwd_weight", "conv_transpose3d.fwd",
@@ -249,7 +250,8 @@ TEST(ConvKernel, BoundaryProblemsReachEveryPlanValue) {
       kernels_seen.insert(pl.steps.front().kernel);
       const std::string pair = std::string(name(p.src)) + ":" + std::string(name(p.dst));
       pairs.insert(pair);
-      if (pl.steps.front().kernel == "conv_contract_mma") mma_pairs.insert(pair);
+      if (pl.steps.front().kernel == "conv_contract_mma" || pl.steps.front().kernel == "conv_wgrad_mma")
+        mma_pairs.insert(pair);
       const ref::detail::ConvGeom g = ref::detail::make_geom(p);
       if (pl.params.count("bn")) {
         const std::int64_t n = contract ? g.csg : g.clg;
@@ -282,7 +284,8 @@ TEST(ConvKernel, BoundaryProblemsReachEveryPlanValue) {
       EXPECT_TRUE(phases.count(1) && phases.count(8) && phases.size() >= 4);
     }
     if (wgrad) {
-      EXPECT_EQ(kernels_seen, (std::set<std::string>{"conv_wgrad"}));
+      EXPECT_EQ(kernels_seen, (std::set<std::string>{"conv_wgrad", "conv_wgrad_mma"}));
+      EXPECT_EQ(mma_pairs, (std::set<std::string>{"bf16:bf16", "bf16:fp32", "fp16:fp16", "fp16:fp32"}));
       EXPECT_GT(most_splits, 3);
       for (std::int64_t s : {std::int64_t{1}, std::int64_t{2}, most_splits}) {
         EXPECT_TRUE(splits.count(s)) << "splits " << s;
