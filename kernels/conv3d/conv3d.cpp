@@ -51,7 +51,8 @@ struct AtomInfo {
 constexpr std::int64_t kMmaMinK = 8, kMmaMinN = 16;
 // Backward-weight runs on matrix cores (conv_wgrad_mma) for bf16 / fp16
 // when the small channels per group fill a quarter of the block tile's N,
-// the taps x large channels a quarter of its M and the rows one block step.
+// the taps x large channels a quarter of its M and the rows one block step,
+// and the large channels per group are whole 8-channel loads.
 constexpr std::int64_t kMmaMinWgradM = cv::kMmaBM / 4;
 
 struct Shape {
@@ -172,7 +173,8 @@ Shape shape_of(const ConvProblem& p) {
       s.rows = g.n * g.s_pos;
       pick_split(s.rows, s.dw_numel, s.splits, s.slice);
       s.main_grid[2] = s.splits;
-      if (g.csg >= kMmaMinN && g.taps * g.clg >= kMmaMinWgradM && s.rows >= cv::kMmaBK) s.atom = atom_for(p.src);
+      if (g.csg >= kMmaMinN && g.taps * g.clg >= kMmaMinWgradM && g.clg % cv::kMmaVec == 0 && s.rows >= cv::kMmaBK)
+        s.atom = atom_for(p.src);
       if (s.atom.ok) {
         s.main_grid[0] = cv::ceil_div(g.taps * g.clg, cv::kMmaBM);
         s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kMmaBN);

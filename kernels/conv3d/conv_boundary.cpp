@@ -384,9 +384,9 @@ void wgrad_cases(Gen& g) {
 }
 
 // wgrad on matrix cores: the smallest small-side channels, taps x large
-// channels and rows that select them and one below each, then, per pair
-// with an atom: packed and element-wise large loads (clg a multiple of 8 or
-// not), 16-byte and element small loads, ragged M, N and K tiles, several
+// channels and rows that select them and one below each, a large channel
+// count that is not whole 8-channel loads (portable), then, per pair with
+// an atom: 16-byte and element loads, ragged M, N and K tiles, several
 // splits, groups, padding, stride and dilation, rows crossing axes shorter
 // than a block step.
 void wgrad_mma_cases(Gen& g) {
@@ -421,14 +421,19 @@ void wgrad_mma_cases(Gen& g) {
     const Plan pl = conv_plan(base);
     const std::int64_t tm = param(pl, "tile_m"), tn = param(pl, "tile_n"), tk = param(pl, "tile_k");
     {
-      // Element-wise large loads (clg 3, 27 taps), ragged M tile, N past one
-      // tile, rows crossing axes shorter than a block step, padding, bias.
-      ConvProblem p = g.make(tn + 3, 3, 1, {3, 5, 7}, 2);
+      // Ragged M tile (27 taps x 8), N past one tile, rows crossing axes
+      // shorter than a block step, padding, bias; then clg 3 (portable).
+      ConvProblem p = g.make(tn + 3, 8, 1, {3, 5, 7}, 2);
       g.types(p, t);
       p.kernel = {3, 3, 3};
       p.pad_front = p.pad_back = {1, 1, 1};
       p.bias = g.has_bias();
-      g.add(p, "wgrad on matrix cores " + pn + ": element loads (clg 3), ragged M and N tiles, short axes, padding");
+      g.add(p, "wgrad on matrix cores " + pn + ": ragged M and N tiles, short axes, padding");
+      ConvProblem q3 = g.make(tn + 3, 3, 1, {3, 5, 7}, 2);
+      g.types(q3, t);
+      q3.kernel = p.kernel;
+      q3.pad_front = q3.pad_back = p.pad_front;
+      g.add(q3, "portable wgrad " + pn + ": large channels not whole 8-channel loads (clg 3, 27 taps)");
     }
     {
       // Packed large loads with element small loads (csg not a multiple of

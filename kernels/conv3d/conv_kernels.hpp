@@ -659,8 +659,8 @@ KGATE_UNROLL
 // rows (n, i) in blocks of kMmaBK rows; grid (m tiles, groups x c tiles,
 // splits). Both operands arrive with M or N contiguous and K strided, so
 // the stash transposes them into the [row][k] LDS layout mma_block_step
-// reads. A pack of 8 m columns lies in one tap when clg is a multiple of 8
-// (one load of 8 channels); otherwise every element finds its own tap. Rows
+// reads. The plan takes this kernel only where clg is a multiple of 8, so
+// that a pack of 8 m columns lies in one tap (one load of 8 channels). Rows
 // past the slice and taps that fall into the padding load as +0. Each
 // output is one chain over the slice's rows in atom-K chunks (the last
 // chunk holding a row ends it); the slice's fp32 partial goes to
@@ -674,8 +674,8 @@ KGATE_KERNEL_BOUNDS(conv_wgrad_mma, kMmaThreads, WgradArgs a) {
   constexpr int kBPacks = kMmaBN / kMmaVec;                    // packs per B row (c)
   constexpr int kAPass = kMmaBK * kAPacks / kMmaThreads;       // A loads per work-item
   constexpr int kBPass = kMmaBK * kBPacks / kMmaThreads;       // B loads per work-item
-  constexpr int kARows = kMmaThreads / kAPacks, kBRows = kMmaThreads / kBPacks;
-  static_assert(kAPass * kARows == kMmaBK && kBPass * kBRows == kMmaBK);
+  static_assert(kAPass * (kMmaThreads / kAPacks) == kMmaBK && kBPass * (kMmaThreads / kBPacks) == kMmaBK);
+  static_assert(TT::LDK % kAPass == 0 && TT::LDK % kBPass == 0);  // aligned transposed stores
   const Geom& g = a.g;
   const int t = static_cast<int>(rt::thread_idx().x);
   const std::int64_t mdim = g.taps * g.clg;
@@ -687,87 +687,97 @@ KGATE_KERNEL_BOUNDS(conv_wgrad_mma, kMmaThreads, WgradArgs a) {
   const std::int64_t K = std::int64_t{g.n} * g.s_pos;
   const std::int64_t r_begin = split * a.slice;
   const std::int64_t r_end = r_begin + a.slice < K ? r_begin + a.slice : K;
-  const Tin* Sm = static_cast<const Tin*>(a.small);
-  const Tin* Lg = static_cast<const Tin*>(a.large);
   KGATE_LDS(sA, std::uint16_t, 2 * TT::kASize);
   KGATE_LDS(sB, std::uint16_t, 2 * TT::kBSize);
   // The tap offsets of large channel column m (in KD, KH, KW order).
+  // (32-bit: the plan takes this kernel only for taps x clg below 2^31.)
   auto offsets_of = [&](std::int64_t m, std::int32_t (&off)[3]) {
-    const std::int64_t tap = m / g.clg;
-    const std::int32_t k2 = static_cast<std::int32_t>(tap % g.K[2]), k1 = static_cast<std::int32_t>((tap / g.K[2]) % g.K[1]),
-                       k0 = static_cast<std::int32_t>(tap / (std::int64_t{g.K[2]} * g.K[1]));
+    const std::int32_t tap = static_cast<std::int32_t>(m) / g.clg;
+    const std::int32_t k2 = tap % g.K[2], k1 = (tap / g.K[2]) % g.K[1], k0 = tap / g.K[2] / g.K[1];
     off[0] = k0 * g.dil[0] - g.pad[0];
     off[1] = k1 * g.dil[1] - g.pad[1];
     off[2] = k2 * g.dil[2] - g.pad[2];
   };
-  // This work-item's A pack: columns ma .. ma+7, and (packed) their one tap.
+  // This work-item's A pack: columns ma .. ma+7 (clg is a multiple of 8:
+  // one tap, the plan's rule) and its B pack: small channels cb .. cb+7.
   const std::int64_t ma = m0 + (t % kAPacks) * kMmaVec;
-  const bool packed = g.clg % kMmaVec == 0;
   std::int32_t aoff[3] = {0, 0, 0};
-  if (packed && ma < mdim) offsets_of(ma, aoff);
+  if (ma < mdim) offsets_of(ma, aoff);
   const std::int64_t cb = c0 + (t % kBPacks) * kMmaVec;
+  const Tin* Lg = static_cast<const Tin*>(a.large) + grp * g.clg + ma % g.clg;
+  const Tin* Sm = static_cast<const Tin*>(a.small) + grp * g.csg + cb;
   // The offset of large position i*stride + off of batch b, or -1 in the padding.
-  auto large_at = [&](std::int64_t b, const std::int64_t (&i)[3], const std::int32_t (&off)[3]) -> std::int64_t {
-    const std::int64_t j0 = i[0] * g.stride[0] + off[0], j1 = i[1] * g.stride[1] + off[1], j2 = i[2] * g.stride[2] + off[2];
+  // (32-bit coordinates: i*stride + off stays below 2^31 for extents and
+  // strides below 2^24 whose output is not empty.)
+  auto large_at = [&](const std::int32_t (&c)[4], const std::int32_t (&off)[3]) -> std::int64_t {
+    const std::int32_t j0 = c[1] * g.stride[0] + off[0], j1 = c[2] * g.stride[1] + off[1], j2 = c[3] * g.stride[2] + off[2];
     if (j0 < 0 || j0 >= g.L[0] || j1 < 0 || j1 >= g.L[1] || j2 < 0 || j2 >= g.L[2]) return -1;
-    return (((b * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl;
+    return (((std::int64_t{c[0]} * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl;
   };
-  // The coordinates (b, i) of this work-item's A rows r0 + t/kAPacks +
-  // kARows*s, decoded once at the slice's start and then advanced by one
-  // block step (kMmaBK rows) per fetch without a division.
-  std::int64_t rc[kAPass][4];
+  // This work-item stages kAPass consecutive A rows (K) from r0 + ra and
+  // kBPass consecutive B rows from r0 + rb, so that the transposed stash
+  // writes each column's rows as one LDS store. The coordinates (b, i) of
+  // its first A row are decoded once at the slice's start and advanced by
+  // one block step per fetch without a division (32-bit: extents and the
+  // batch are below 2^24).
+  const int ra = (t / kAPacks) * kAPass, rb = (t / kBPacks) * kBPass;
+  std::int32_t rc[4];
+  {
+    std::int64_t b, i[3];
+    decode_row(r_begin + ra, g.S, b, i);
+    rc[0] = static_cast<std::int32_t>(b);
 KGATE_UNROLL
-  for (int s = 0; s < kAPass; ++s) {
-    std::int64_t i[3];
-    decode_row(r_begin + t / kAPacks + kARows * s, g.S, rc[s][0], i);
-    rc[s][1] = i[0], rc[s][2] = i[1], rc[s][3] = i[2];
+    for (int x = 0; x < 3; ++x) rc[1 + x] = static_cast<std::int32_t>(i[x]);
   }
+  // (b, i) `by` rows further.
+  auto next_row = [&](std::int32_t (&c)[4], std::int32_t by) {
+    c[3] += by;
+    while (c[3] >= g.S[2]) c[3] -= g.S[2], ++c[2];
+    while (c[2] >= g.S[1]) c[2] -= g.S[1], ++c[1];
+    while (c[1] >= g.S[0]) c[1] -= g.S[0], ++c[0];
+  };
   P pa[kAPass], pb[kBPass];
+  // B rows advance by a pointer (kMmaBK rows of cs channels per fetch).
+  const Tin* sp = Sm + (r_begin + rb) * g.cs;
   auto fetch = [&](std::int64_t r0) {
+    if (r0 != r_begin) {
+      next_row(rc, kMmaBK);
+      sp += kMmaBK * std::int64_t{g.cs};
+    }
+    const std::int64_t left = r_end - r0;  // rows of the slice from r0
+    std::int32_t c[4] = {rc[0], rc[1], rc[2], rc[3]};
 KGATE_UNROLL
     for (int s = 0; s < kAPass; ++s) {
-      if (r0 != r_begin) {
-        rc[s][3] += kMmaBK;
-        while (rc[s][3] >= g.S[2]) rc[s][3] -= g.S[2], ++rc[s][2];
-        while (rc[s][2] >= g.S[1]) rc[s][2] -= g.S[1], ++rc[s][1];
-        while (rc[s][1] >= g.S[0]) rc[s][1] -= g.S[0], ++rc[s][0];
-      }
-      const std::int64_t r = r0 + t / kAPacks + kARows * s;
-      pa[s] = P{};
-      if (r >= r_end || ma >= mdim) continue;
-      const std::int64_t b = rc[s][0], i[3] = {rc[s][1], rc[s][2], rc[s][3]};
-      if (packed) {
-        const std::int64_t at = large_at(b, i, aoff);
-        if (at >= 0) pa[s] = load_pack(Lg + at + grp * g.clg + ma % g.clg, mdim - ma, a.wide);
-      } else {
-KGATE_UNROLL
-        for (int e = 0; e < kMmaVec; ++e) {
-          if (ma + e >= mdim) break;
-          std::int32_t off[3];
-          offsets_of(ma + e, off);
-          const std::int64_t at = large_at(b, i, off);
-          if (at >= 0) pa[s].v[e] = Lg[at + grp * g.clg + (ma + e) % g.clg];
+      if (s > 0 && ++c[3] == g.S[2]) {
+        c[3] = 0;
+        if (++c[2] == g.S[1]) {
+          c[2] = 0;
+          if (++c[1] == g.S[0]) c[1] = 0, ++c[0];
         }
       }
+      pa[s] = P{};
+      if (ra + s >= left || ma >= mdim) continue;
+      const std::int64_t at = large_at(c, aoff);
+      if (at >= 0) pa[s] = load_pack(Lg + at, kMmaVec, a.wide);  // ma < mdim: all 8 (clg % 8 == 0)
     }
-KGATE_UNROLL
-    for (int s = 0; s < kBPass; ++s) {
-      const std::int64_t r = r0 + t / kBPacks + kBRows * s;
-      pb[s] = r < r_end && cb < g.csg ? load_pack(Sm + r * g.cs + grp * g.csg + cb, g.csg - cb, a.wide) : P{};
-    }
-  };
-  // Registers to LDS stage st, transposed to [column][row of K].
-  auto stash = [&](int st) {
-KGATE_UNROLL
-    for (int s = 0; s < kAPass; ++s)
-KGATE_UNROLL
-      for (int e = 0; e < kMmaVec; ++e)
-        sA[st * TT::kASize + ((t % kAPacks) * kMmaVec + e) * TT::LDK + t / kAPacks + kARows * s] = bits_of(pa[s].v[e]);
 KGATE_UNROLL
     for (int s = 0; s < kBPass; ++s)
+      pb[s] = rb + s < left && cb < g.csg ? load_pack(sp + s * std::int64_t{g.cs}, g.csg - cb, a.wide) : P{};
+  };
+  // Registers to LDS stage st, transposed to [column][row of K]: per
+  // column, this work-item's consecutive rows in one store.
+  auto stash = [&](int st) {
 KGATE_UNROLL
-      for (int e = 0; e < kMmaVec; ++e)
-        sB[st * TT::kBSize + ((t % kBPacks) * kMmaVec + e) * TT::LDK + t / kBPacks + kBRows * s] = bits_of(pb[s].v[e]);
+    for (int e = 0; e < kMmaVec; ++e) {
+      Pack<std::uint16_t, kAPass> va;
+      Pack<std::uint16_t, kBPass> vb;
+KGATE_UNROLL
+      for (int s = 0; s < kAPass; ++s) va.v[s] = bits_of(pa[s].v[e]);
+KGATE_UNROLL
+      for (int s = 0; s < kBPass; ++s) vb.v[s] = bits_of(pb[s].v[e]);
+      sA.store(st * TT::kASize + ((t % kAPacks) * kMmaVec + e) * TT::LDK + ra, va);
+      sB.store(st * TT::kBSize + ((t % kBPacks) * kMmaVec + e) * TT::LDK + rb, vb);
+    }
   };
   const int wave = t / Atom::lanes, wm = wave % TT::WM, wn = wave / TT::WM;
   rt::mma::c_frag<Atom> acc[TT::AM][TT::AN];
