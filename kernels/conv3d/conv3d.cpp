@@ -26,8 +26,11 @@ using ref::detail::Kind;
 
 // Split-K of backward-weight and dbias: about kSliceRows rows per slice, at
 // most kMaxSplits slices, and a workspace of at most kMaxWorkspace bytes.
+// The splits are what spreads a weight gradient with few output tiles (a
+// 1x1x1 head, a first layer of 3 channels) over the device, so their cap is
+// high; the tree over them is ceil(log2 splits) deep.
 constexpr std::int64_t kSliceRows = 1024;
-constexpr std::int64_t kMaxSplits = 64;
+constexpr std::int64_t kMaxSplits = 1024;
 constexpr std::int64_t kMaxWorkspace = std::int64_t{256} << 20;
 // Work-items along N at most (so that a workgroup spans >= 4 tile rows).
 constexpr int kMaxBn = 16;

@@ -395,6 +395,11 @@ inline constexpr int kMmaThreads = 128;          // work-items per workgroup
 inline constexpr int kMmaBM = 128, kMmaBN = 64;  // block tile: GEMM rows x output channels
 inline constexpr int kMmaBK = 32;                // channels of one tap staged per block step
 inline constexpr int kMmaVec = 8;                // elements per 16-byte load
+// Workgroups of conv_wgrad_mma per multiprocessor the CUDA compiler must fit
+// in registers (it waits on global and LDS latency that only more resident
+// warps hide; conv_mma needs more registers than three workgroups leave
+// without spilling).
+inline constexpr int kMmaMinBlocks = 3;
 
 // The wave grid of an atom: gfx942's 32x32 atoms 2x2 per wave (64x64, two
 // waves), sm_90's 16x8 atoms 4x4 per warp (64x32, four warps). LDS rows are
@@ -667,7 +672,7 @@ KGATE_UNROLL
 // ws[split][c][tap][ci] exactly as conv_wgrad writes it, for conv_tree.
 
 template <class Atom, class Tin>
-KGATE_KERNEL_BOUNDS(conv_wgrad_mma, kMmaThreads, WgradArgs a) {
+KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, kMmaThreads, kMmaMinBlocks, WgradArgs a) {
   using TT = MmaTile<Atom>;
   using P = Pack<Tin, kMmaVec>;
   constexpr int kAPacks = kMmaBM / kMmaVec;                    // packs per A row (m)

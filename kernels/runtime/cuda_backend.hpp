@@ -34,6 +34,8 @@ inline std::vector<std::pair<std::string, std::string>> settings() { return {}; 
 // 2. Kernels
 #define KGATE_KERNEL(name, ...) __global__ void name(__VA_ARGS__)
 #define KGATE_KERNEL_BOUNDS(name, max_threads, ...) __global__ __launch_bounds__(max_threads) void name(__VA_ARGS__)
+#define KGATE_KERNEL_OCCUPANCY(name, max_threads, min_blocks, ...) \
+  __global__ __launch_bounds__(max_threads, min_blocks) void name(__VA_ARGS__)
 #define KGATE_DEVICE __device__ inline
 
 // ===========================================================================

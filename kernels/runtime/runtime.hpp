@@ -6,7 +6,10 @@
 // order, so they can be read side by side:
 //
 //   1. Identity        backend, has_mfma, max_wave_size
-//   2. Kernels         KGATE_KERNEL, KGATE_KERNEL_BOUNDS, KGATE_DEVICE
+//   2. Kernels         KGATE_KERNEL, KGATE_KERNEL_BOUNDS, KGATE_DEVICE,
+//                      KGATE_KERNEL_OCCUPANCY (also a minimum of resident
+//                      workgroups per multiprocessor: CUDA's register
+//                      budget; gfx942 and the host take the bound only)
 //   3. Indices         thread_idx, block_idx, block_dim, grid_dim, lane_id,
 //                      wave_id, wave_size, flat_thread_idx
 //   4. Barrier         barrier

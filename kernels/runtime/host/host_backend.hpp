@@ -35,6 +35,7 @@ inline constexpr int max_wave_size = 64;
 // 2. Kernels
 #define KGATE_KERNEL(name, ...) void name(__VA_ARGS__)
 #define KGATE_KERNEL_BOUNDS(name, max_threads, ...) void name(__VA_ARGS__)
+#define KGATE_KERNEL_OCCUPANCY(name, max_threads, min_blocks, ...) void name(__VA_ARGS__)
 #define KGATE_DEVICE inline
 
 // Emulator configuration (host only; kernels never see it).
