@@ -64,6 +64,14 @@ struct Gen {
   // The next dtype pair in turn (so that every family meets every pair).
   std::pair<DType, DType> next_pair() const { return pairs[static_cast<std::size_t>(variant) % pairs.size()]; }
 
+  // Whether csg / clg channels per group, rows w and dtype pair t select
+  // the family's matrix-core kernel (one tap, one sample, one group).
+  bool mma_at(std::int64_t csg, std::int64_t clg, std::pair<DType, DType> t, std::int64_t w = 1024) const {
+    ConvProblem p = make(csg, clg, 1, {1, 1, w});
+    types(p, t);
+    return is_mma(conv_plan(p));
+  }
+
   // Keeps p (once per descriptor): it must be valid and supported.
   void add(ConvProblem p, const std::string& why) {
     p.validate();
@@ -208,21 +216,16 @@ void geometry_cases(Gen& g) {
 void mma_cases(Gen& g) {
   // Probed with rows to spare (the plan also asks the GEMM rows to fill a
   // block tile); the smallest row count is found after the channels.
-  auto mma_at = [&](std::int64_t csg, std::int64_t clg, std::pair<DType, DType> t, std::int64_t w = 1024) {
-    ConvProblem p = g.make(csg, clg, 1, {1, 1, w});
-    g.types(p, t);
-    return is_mma(conv_plan(p));
-  };
   for (const auto& t : g.pairs) {
     std::int64_t kmin = 0, nmin = 0;
     for (std::int64_t c = 1; c <= 256 && !kmin; ++c)
-      if (mma_at(256, c, t)) kmin = c;
+      if (g.mma_at(256, c, t)) kmin = c;
     if (!kmin) continue;  // no atom for this pair
     for (std::int64_t c = 1; c <= 256 && !nmin; ++c)
-      if (mma_at(c, kmin, t)) nmin = c;
+      if (g.mma_at(c, kmin, t)) nmin = c;
     std::int64_t wmin = 0;
     for (std::int64_t w = 1; w <= 1024 && !wmin; ++w)
-      if (mma_at(nmin, kmin, t, w)) wmin = w;
+      if (g.mma_at(nmin, kmin, t, w)) wmin = w;
     const std::string pn = std::string(name(t.first)) + ":" + std::string(name(t.second));
     ConvProblem base = g.make(nmin, kmin, 1, {1, 1, wmin});
     g.types(base, t);
@@ -390,20 +393,15 @@ void wgrad_cases(Gen& g) {
 // splits, groups, padding, stride and dilation, rows crossing axes shorter
 // than a block step.
 void wgrad_mma_cases(Gen& g) {
-  auto mma_at = [&](std::int64_t csg, std::int64_t clg, std::pair<DType, DType> t, std::int64_t w = 1024) {
-    ConvProblem p = g.make(csg, clg, 1, {1, 1, w});
-    g.types(p, t);
-    return is_mma(conv_plan(p));
-  };
   for (const auto& t : g.pairs) {
     std::int64_t nmin = 0, mmin = 0, wmin = 0;
     for (std::int64_t c = 1; c <= 256 && !nmin; ++c)
-      if (mma_at(c, 256, t)) nmin = c;
+      if (g.mma_at(c, 256, t)) nmin = c;
     if (!nmin) continue;  // no atom for this pair
     for (std::int64_t c = 1; c <= 256 && !mmin; ++c)
-      if (mma_at(nmin, c, t)) mmin = c;
+      if (g.mma_at(nmin, c, t)) mmin = c;
     for (std::int64_t w = 1; w <= 1024 && !wmin; ++w)
-      if (mma_at(nmin, mmin, t, w)) wmin = w;
+      if (g.mma_at(nmin, mmin, t, w)) wmin = w;
     const std::string pn = std::string(name(t.first)) + ":" + std::string(name(t.second));
     ConvProblem base = g.make(nmin, mmin, 1, {1, 1, wmin});
     g.types(base, t);
