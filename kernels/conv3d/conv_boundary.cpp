@@ -260,11 +260,11 @@ void mma_cases(Gen& g) {
       g.types(p, t);
       p.kernel = {1, 2, 2};
       p.dilation = {1, 2, 1};
-      p.stride = {1, 1, 2};
+      p.stride = {2, 1, 2};
       // Output positions per sample tm / 2 (two samples: one full M tile).
-      const std::int64_t w = tm / 2;  // positions along W; H = 1 after k2 d2
-      p.in = {1, 3, 2 * w};           // out = (1, 1, w)
-      g.add(p, "matrix cores " + pn + ": whole M, N and K tiles, batch 2, stride 2, dilation 2");
+      const std::int64_t w = tm / 4;  // positions along W; D = 2 after s2, H = 1 after k2 d2
+      p.in = {3, 3, 2 * w};           // out = (2, 1, w)
+      g.add(p, "matrix cores " + pn + ": whole M, N and K tiles, batch 2, stride 2 (D, W), dilation 2");
     }
   }
 }
@@ -436,12 +436,12 @@ void wgrad_mma_cases(Gen& g) {
     {
       // Packed large loads with element small loads (csg not a multiple of
       // 8), groups 2, stride 2, dilation 2, K not whole block steps.
-      ConvProblem p = g.make(nmin + 3, 16, 2, {3, 9, 2 * tk + 5}, 1);
+      ConvProblem p = g.make(nmin + 3, 16, 2, {5, 9, 2 * tk + 5}, 1);
       g.types(p, t);
       p.kernel = {1, 2, 2};
-      p.stride = {1, 2, 2};
+      p.stride = {2, 2, 2};
       p.dilation = {1, 2, 1};
-      g.add(p, "wgrad on matrix cores " + pn + ": packed loads, csg not a multiple of 8, groups 2, stride 2, "
+      g.add(p, "wgrad on matrix cores " + pn + ": csg not a multiple of 8, groups 2, stride 2 on every axis, "
                    "dilation 2, a ragged last block step");
     }
     {
