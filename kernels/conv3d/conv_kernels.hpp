@@ -695,10 +695,10 @@ KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, kMmaThreads, kMmaMinBlocks, WgradArgs a) 
   KGATE_LDS(sA, std::uint16_t, 2 * TT::kASize);
   KGATE_LDS(sB, std::uint16_t, 2 * TT::kBSize);
   // The tap offsets of large channel column m (in KD, KH, KW order).
-  // (32-bit: the plan takes this kernel only for taps x clg below 2^31.)
   auto offsets_of = [&](std::int64_t m, std::int32_t (&off)[3]) {
-    const std::int32_t tap = static_cast<std::int32_t>(m) / g.clg;
-    const std::int32_t k2 = tap % g.K[2], k1 = (tap / g.K[2]) % g.K[1], k0 = tap / g.K[2] / g.K[1];
+    const std::int64_t tap = m / g.clg;
+    const std::int32_t k2 = static_cast<std::int32_t>(tap % g.K[2]), k1 = static_cast<std::int32_t>((tap / g.K[2]) % g.K[1]),
+                       k0 = static_cast<std::int32_t>(tap / (std::int64_t{g.K[2]} * g.K[1]));
     off[0] = k0 * g.dil[0] - g.pad[0];
     off[1] = k1 * g.dil[1] - g.pad[1];
     off[2] = k2 * g.dil[2] - g.pad[2];
@@ -753,13 +753,7 @@ KGATE_UNROLL
     std::int32_t c[4] = {rc[0], rc[1], rc[2], rc[3]};
 KGATE_UNROLL
     for (int s = 0; s < kAPass; ++s) {
-      if (s > 0 && ++c[3] == g.S[2]) {
-        c[3] = 0;
-        if (++c[2] == g.S[1]) {
-          c[2] = 0;
-          if (++c[1] == g.S[0]) c[1] = 0, ++c[0];
-        }
-      }
+      if (s > 0) next_row(c, 1);
       pa[s] = P{};
       if (ra + s >= left || ma >= mdim) continue;
       const std::int64_t at = large_at(c, aoff);

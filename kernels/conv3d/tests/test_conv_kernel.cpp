@@ -92,8 +92,6 @@ TEST(ConvKernel, RefusesAForeignPlan) {
   EXPECT_THROW(kernels::run(p, kernels::plan(q), kernels::pointers(in)), std::invalid_argument);
 }
 
-// The gate's check of a kernel output can fail: one element changed
-// fails tier 1 on the lattice fill.
 // A run's launches are its plan's steps (every run checks it); a plan whose
 // step count, grid, block or LDS differ from the launches is caught.
 TEST(ConvKernel, LaunchesAreThePlansSteps) {
@@ -124,6 +122,8 @@ TEST(ConvKernel, LaunchesAreThePlansSteps) {
   }
 }
 
+// The gate's check of a kernel output can fail: one element changed
+// fails tier 1 on the lattice fill.
 TEST(ConvKernel, OracleCatchesAPlantedDefect) {
   const Problem p = parse_descriptor("conv3d.bwd_data bf16 n1 c8 k8 d6 kd3 s2 p1");
   const auto& cp = std::get<ConvProblem>(p);
