@@ -93,6 +93,15 @@ void set_n_channels(Gen& g, ConvProblem& p, std::int64_t v) {
   c = v * p.groups;
 }
 
+// The channel count along the GEMM's K per tap: contract K = clg, scatter
+// K = csg.
+void set_k_channels(Gen& g, ConvProblem& p, std::int64_t v) {
+  const bool t = g.op == ConvOp::conv_transpose3d;
+  const bool small = g.fam == Family::scatter;
+  std::int64_t& c = (small != t) ? p.cout : p.cin;
+  c = v * p.groups;
+}
+
 // The portable tile widths: every bn the plan chooses over N = 1 .. kSweep
 // channels, for each the smallest N (a ragged last column tile) and the N
 // that fills its tiles exactly; for the widest bn also two column tiles, the
@@ -210,31 +219,40 @@ void geometry_cases(Gen& g) {
   }
 }
 
-// Matrix cores (contract): the smallest channels that select them, one below
-// each (portable with the same dtype), and ragged / full / multiple atom tiles
-// along M, N and K for every pair that has an atom.
+// Matrix cores (contract and scatter families, conv_mma): the smallest
+// channels that select them, one below each (portable with the same dtype),
+// and ragged / full / multiple atom tiles along M, N and K for every pair
+// that has an atom. n and k are the GEMM's N and per-tap K channels
+// (contract: csg and clg; scatter: clg and csg).
 void mma_cases(Gen& g) {
+  const bool sc = g.fam == Family::scatter;
+  auto make_nk = [&](std::int64_t n, std::int64_t k, std::int64_t groups, Axis3 sp, std::int64_t batch) {
+    return sc ? g.make(k, n, groups, sp, batch) : g.make(n, k, groups, sp, batch);
+  };
+  auto at = [&](std::int64_t n, std::int64_t k, std::pair<DType, DType> t, std::int64_t w = 1024) {
+    return sc ? g.mma_at(k, n, t, w) : g.mma_at(n, k, t, w);
+  };
   // Probed with rows to spare (the plan also asks the GEMM rows to fill a
   // block tile); the smallest row count is found after the channels.
   for (const auto& t : g.pairs) {
     std::int64_t kmin = 0, nmin = 0;
     for (std::int64_t c = 1; c <= 256 && !kmin; ++c)
-      if (g.mma_at(256, c, t)) kmin = c;
+      if (at(256, c, t)) kmin = c;
     if (!kmin) continue;  // no atom for this pair
     for (std::int64_t c = 1; c <= 256 && !nmin; ++c)
-      if (g.mma_at(c, kmin, t)) nmin = c;
+      if (at(c, kmin, t)) nmin = c;
     std::int64_t wmin = 0;
     for (std::int64_t w = 1; w <= 1024 && !wmin; ++w)
-      if (g.mma_at(nmin, kmin, t, w)) wmin = w;
+      if (at(nmin, kmin, t, w)) wmin = w;
     const std::string pn = std::string(name(t.first)) + ":" + std::string(name(t.second));
-    ConvProblem base = g.make(nmin, kmin, 1, {1, 1, wmin});
+    ConvProblem base = make_nk(nmin, kmin, 1, {1, 1, wmin}, 1);
     g.types(base, t);
     const Plan pl = conv_plan(base);
     const std::int64_t tm = param(pl, "tile_m"), tn = param(pl, "tile_n"), ak = param(pl, "atom_k");
     {
       ConvProblem p = base;
-      g.add(p, "matrix cores " + pn + ": the smallest channels and rows that select them (clg " +
-                   std::to_string(kmin) + ", csg " + std::to_string(nmin) + ", rows " + std::to_string(wmin) + ")");
+      g.add(p, "matrix cores " + pn + ": the smallest channels and rows that select them (K channels " +
+                   std::to_string(kmin) + ", N channels " + std::to_string(nmin) + ", rows " + std::to_string(wmin) + ")");
       ConvProblem q = p;
       q.in = {1, 1, wmin - 1};
       if (wmin > 1) g.add(q, "portable " + pn + ": one GEMM row below matrix cores");
@@ -242,12 +260,12 @@ void mma_cases(Gen& g) {
       set_n_channels(g, q, nmin - 1);
       if (nmin > 1) g.add(q, "portable " + pn + ": one output channel below matrix cores");
       q = p;
-      (g.op == ConvOp::conv_transpose3d ? q.cout : q.cin) = kmin - 1;
+      set_k_channels(g, q, kmin - 1);
       if (kmin > 1) g.add(q, "portable " + pn + ": one reduction channel below matrix cores");
     }
     {
       // Two atom tiles along M and N, the second ragged; K not whole atoms.
-      ConvProblem p = g.make(tn + 1 + g.variant % 5, ak + 1, 2, {1, 1, tm + 3}, 1);
+      ConvProblem p = make_nk(tn + 1 + g.variant % 5, ak + 1, 2, {1, 1, tm + 3}, 1);
       g.types(p, t);
       p.kernel = {1, 1, 3};
       p.pad_front = p.pad_back = {0, 0, 1};
@@ -255,8 +273,9 @@ void mma_cases(Gen& g) {
       g.add(p, "matrix cores " + pn + ": ragged M, N and K tiles, groups 2, padding");
     }
     {
-      // Whole tiles along M, N and K, batch 2, stride and dilation.
-      ConvProblem p = g.make(tn, 2 * ak, 1, {1, 1, 1}, 2);
+      // Whole tiles along M, N and K, batch 2, stride and dilation (the
+      // scatter family: stride phases with one and with two taps).
+      ConvProblem p = make_nk(tn, 2 * ak, 1, {1, 1, 1}, 2);
       g.types(p, t);
       p.kernel = {1, 2, 2};
       p.dilation = {1, 2, 1};
@@ -264,6 +283,7 @@ void mma_cases(Gen& g) {
       // Output positions per sample tm / 2 (two samples: one full M tile).
       const std::int64_t w = tm / 4;  // positions along W; D = 2 after s2, H = 1 after k2 d2
       p.in = {3, 3, 2 * w};           // out = (2, 1, w)
+      if (g.op == ConvOp::conv_transpose3d) p.pad_back = p.pad_front;
       g.add(p, "matrix cores " + pn + ": whole M, N and K tiles, batch 2, stride 2 (D, W), dilation 2");
     }
   }
@@ -475,7 +495,7 @@ std::vector<BoundaryProblem> conv_boundary_problems(ConvOp op, ConvDir dir) {
   instantiations(g);
   geometry_cases(g);
   tile_cases(g);
-  if (g.fam == Family::contract) mma_cases(g);
+  if (g.fam != Family::wgrad) mma_cases(g);
   if (g.fam == Family::scatter) scatter_cases(g);
   if (g.fam == Family::wgrad) {
     wgrad_cases(g);

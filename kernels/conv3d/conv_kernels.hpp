@@ -403,9 +403,9 @@ inline constexpr int kMmaMinBlocks = 3;
 
 // The wave grid of an atom: gfx942's 32x32 atoms 2x2 per wave (64x64, two
 // waves), sm_90's 16x8 atoms 4x4 per warp (64x32, four warps). LDS rows are
-// padded by 8 elements: 80-byte rows put the 8 rows x 4 columns of an
-// m16n8k16 fragment read in distinct banks and keep every 16-byte store
-// aligned.
+// padded by 8 elements: 80-byte rows put the eight 16-byte row reads of a
+// fragment load (ldmatrix on CUDA) in distinct banks and keep every 16-byte
+// access aligned.
 template <class Atom>
 struct MmaTile {
   static constexpr int AM = Atom::M == 32 ? 2 : 4, AN = Atom::N == 32 ? 2 : 4;  // atoms per wave
@@ -432,17 +432,6 @@ KGATE_UNROLL
 template <class T>
 KGATE_DEVICE std::uint16_t bits_of(T v) { return v.bits; }
 
-// V consecutive 16-bit elements of an LDS array from index i (a multiple of
-// V) in one aligned read, as an MMA fragment run.
-template <int V>
-KGATE_DEVICE rt::mma::frag<std::uint16_t, V> run_of(const rt::lds_array<std::uint16_t>& l, int i) {
-  const Pack<std::uint16_t, V> p = l.template load<Pack<std::uint16_t, V>>(i);
-  rt::mma::frag<std::uint16_t, V> f;
-KGATE_UNROLL
-  for (int e = 0; e < V; ++e) f[e] = p.v[e];
-  return f;
-}
-
 // One LDS stage through a wave's atoms: K chunks 0 .. chunks-1 of the block
 // step (chunks <= kMmaBK / Atom::K; the caller stops the chain after the
 // last chunk holding a term, as the reduction plan counts it). A is staged
@@ -454,26 +443,16 @@ KGATE_DEVICE void mma_block_step(const rt::lds_array<std::uint16_t>& sA, const r
                                  rt::mma::c_frag<Atom> (&acc)[MmaTile<Atom>::AM][MmaTile<Atom>::AN]) {
   namespace mma = kgate::rt::mma;
   using TT = MmaTile<Atom>;
-  // Fragment reads along K: the atom's K runs (at most 4 elements, 8 bytes),
-  // one aligned LDS read each (rows of LDK elements keep them aligned).
-  constexpr int kRunA = mma::a_k_run<Atom> < 4 ? mma::a_k_run<Atom> : 4;
-  constexpr int kRunB = mma::b_k_run<Atom> < 4 ? mma::b_k_run<Atom> : 4;
-  static_assert(TT::LDK % 4 == 0 && Atom::K % 4 == 0);
+  static_assert(TT::LDK % 8 == 0 && Atom::K % 8 == 0);  // 16-byte rows for the fragment loads
   const int abase = st * TT::kASize + wm * TT::WTM * TT::LDK, bbase = st * TT::kBSize + wn * TT::WTN * TT::LDK;
   for (int kk = 0; kk < kMmaBK / Atom::K; ++kk) {
     if (kk >= chunks) break;
     mma::a_frag<Atom> af[TT::AM];
     mma::b_frag<Atom> bf[TT::AN];
 KGATE_UNROLL
-    for (int u = 0; u < TT::AM; ++u)
-      af[u] = mma::load_a_run<Atom, kRunA>([&](int i, int k) {
-        return run_of<kRunA>(sA, abase + (u * Atom::M + i) * TT::LDK + kk * Atom::K + k);
-      });
+    for (int u = 0; u < TT::AM; ++u) af[u] = mma::load_a_lds<Atom>(sA, abase + u * Atom::M * TT::LDK + kk * Atom::K, TT::LDK);
 KGATE_UNROLL
-    for (int v = 0; v < TT::AN; ++v)
-      bf[v] = mma::load_b_run<Atom, kRunB>([&](int k, int j) {
-        return run_of<kRunB>(sB, bbase + (v * Atom::N + j) * TT::LDK + kk * Atom::K + k);
-      });
+    for (int v = 0; v < TT::AN; ++v) bf[v] = mma::load_b_lds<Atom>(sB, bbase + v * Atom::N * TT::LDK + kk * Atom::K, TT::LDK);
 KGATE_UNROLL
     for (int u = 0; u < TT::AM; ++u)
 KGATE_UNROLL
@@ -533,68 +512,91 @@ KGATE_UNROLL
     rt::barrier();
     ntaps = pcount[0];
   }
-  // The weight tap and per-axis source offsets of tap e (in KD, KH, KW order).
-  auto tap_of = [&](std::int64_t e, std::int64_t& tap, std::int32_t (&off)[3]) {
+  // Each A row this work-item stages (t / kCK + kARows*s, channel load
+  // t % kCK) is decoded once: its source element offset at tap offset 0
+  // (channel grp*kdim + its load's first) and its coordinates scaled by mul;
+  // a row past M gets coordinates far below 0, outside the source at every
+  // tap. (32-bit coordinates: i*mul + off lies within [-2^30 - 2^24, 3*2^24]
+  // for extents, pads, kernel and dilation within ConvProblem's limits.)
+  const int kc = t % kCK;
+  std::int64_t abase[kAPass];
+  std::int32_t rj[kAPass][3];
+KGATE_UNROLL
+  for (int s = 0; s < kAPass; ++s) {
+    const std::int64_t m = m0 + t / kCK + kARows * s;
+    std::int64_t b, i[3];
+    decode_row(m < M ? m : m0, ext, b, i);
+KGATE_UNROLL
+    for (int x = 0; x < 3; ++x) rj[s][x] = m < M ? static_cast<std::int32_t>(i[x] * mul[x]) : -(std::int32_t{1} << 30);
+    abase[s] = (((b * src[0] + rj[s][0]) * src[1] + rj[s][1]) * src[2] + rj[s][2]) * cstride + grp * kdim + kc * kMmaVec;
+  }
+  // Each B load's weight offset at tap 0, channel 0 of the step: contract
+  // B(q, c) = w[grp*csg + c][tap][q] (rows of channels), scatter
+  // B(q, c) = w[grp*csg + q][tap][c] (rows of output channels).
+  std::int64_t wb[kBLoads];
+KGATE_UNROLL
+  for (int s = 0; s < kBLoads; ++s) {
+    const int l = t + s * kMmaThreads;
+    wb[s] = kScatter ? (grp * g.csg + l / kBRow) * g.taps * g.clg + c0 + (l % kBRow) * kMmaVec
+                     : (grp * g.csg + c0 + l / kCK) * g.taps * g.clg + (l % kCK) * kMmaVec;
+  }
+  const std::int64_t kblocks = ceil_div(kdim, kMmaBK), nblk = ntaps * kblocks;
+  // The block step the next fetch loads, advanced without a division: tap
+  // number e (contract: its kernel coordinates kk), its weight tap, source
+  // offsets and the source element delta of those offsets, and channels
+  // q0 .. q0 + kMmaBK.
+  std::int32_t e = 0, q0 = 0, kk[3] = {0, 0, 0}, off[3] = {0, 0, 0};
+  std::int64_t tap = 0, tdelta = 0;
+  auto enter_tap = [&] {
     if constexpr (kScatter) {
       tap = ptap[4 * e];
 KGATE_UNROLL
       for (int x = 0; x < 3; ++x) off[x] = ptap[4 * e + 1 + x];
     } else {
-      tap = e;
-      const std::int32_t k2 = static_cast<std::int32_t>(e % g.K[2]), k1 = static_cast<std::int32_t>((e / g.K[2]) % g.K[1]),
-                         k0 = static_cast<std::int32_t>(e / (std::int64_t{g.K[2]} * g.K[1]));
-      off[0] = k0 * g.dil[0] - g.pad[0];
-      off[1] = k1 * g.dil[1] - g.pad[1];
-      off[2] = k2 * g.dil[2] - g.pad[2];
+      tap = (std::int64_t{kk[0]} * g.K[1] + kk[1]) * g.K[2] + kk[2];
+KGATE_UNROLL
+      for (int x = 0; x < 3; ++x) off[x] = kk[x] * g.dil[x] - g.pad[x];
     }
+    tdelta = ((std::int64_t{off[0]} * src[1] + off[1]) * src[2] + off[2]) * cstride;
   };
-  // The A rows this work-item stages (t / kCK + kARows*s, channel load t % kCK),
-  // decoded once.
-  const int kc = t % kCK;
-  std::int32_t rb[kAPass], ri[kAPass][3];
-  bool rv[kAPass];
-KGATE_UNROLL
-  for (int s = 0; s < kAPass; ++s) {
-    const std::int64_t m = m0 + t / kCK + kARows * s;
-    rv[s] = m < M;
-    std::int64_t b, i[3];
-    decode_row(rv[s] ? m : m0, ext, b, i);
-    rb[s] = static_cast<std::int32_t>(b);
-KGATE_UNROLL
-    for (int x = 0; x < 3; ++x) ri[s][x] = static_cast<std::int32_t>(i[x]);
-  }
-  const std::int64_t kblocks = ceil_div(kdim, kMmaBK), nblk = ntaps * kblocks;
+  auto advance = [&] {
+    q0 += kMmaBK;
+    if (q0 < kdim) return;
+    q0 = 0;
+    ++e;
+    if constexpr (!kScatter) {
+      if (++kk[2] == g.K[2]) {
+        kk[2] = 0;
+        if (++kk[1] == g.K[1]) kk[1] = 0, ++kk[0];
+      }
+    }
+    if (e < ntaps) enter_tap();
+  };
   P pa[kAPass], pb[kBLoads];
-  // Global to registers: block step blk = (tap e, channels q0 .. q0 + BK).
-  auto fetch = [&](std::int64_t blk) {
-    std::int64_t tap;
-    std::int32_t off[3];
-    tap_of(blk / kblocks, tap, off);
-    const std::int64_t q0 = (blk % kblocks) * kMmaBK, q = q0 + kc * kMmaVec;
+  // Global to registers: the block step (tap e, channels q0 .. q0 + BK),
+  // then advance to the next.
+  auto fetch = [&] {
+    const std::int64_t q = q0 + kc * kMmaVec;
 KGATE_UNROLL
     for (int s = 0; s < kAPass; ++s) {
-      const std::int64_t j0 = std::int64_t{ri[s][0]} * mul[0] + off[0];
-      const std::int64_t j1 = std::int64_t{ri[s][1]} * mul[1] + off[1];
-      const std::int64_t j2 = std::int64_t{ri[s][2]} * mul[2] + off[2];
-      const bool in = rv[s] && q < kdim && j0 >= 0 && j0 < src[0] && j1 >= 0 && j1 < src[1] && j2 >= 0 && j2 < src[2];
-      pa[s] = in ? load_pack(A + ((((rb[s] * std::int64_t{src[0]} + j0) * src[1] + j1) * src[2] + j2) * cstride +
-                                  grp * kdim + q),
-                             kdim - q, a.wide)
-                 : P{};
+      bool in = q < kdim;
+KGATE_UNROLL
+      for (int x = 0; x < 3; ++x)
+        in = in && static_cast<std::uint32_t>(rj[s][x] + off[x]) < static_cast<std::uint32_t>(src[x]);
+      pa[s] = in ? load_pack(A + (abase[s] + tdelta + q0), kdim - q, a.wide) : P{};
     }
 KGATE_UNROLL
     for (int s = 0; s < kBLoads; ++s) {
       const int l = t + s * kMmaThreads;
-      if constexpr (kScatter) {  // B(q, c) = w[grp*csg + q][tap][c]: rows of output channels
+      if constexpr (kScatter) {
         const std::int64_t qq = q0 + l / kBRow, c = c0 + (l % kBRow) * kMmaVec;
-        pb[s] = qq < kdim && c < ndim ? load_pack(W + ((grp * g.csg + qq) * g.taps + tap) * g.clg + c, ndim - c, a.wide)
-                                      : P{};
-      } else {  // B(q, c) = w[grp*csg + c][tap][q]: rows of channels
+        pb[s] = qq < kdim && c < ndim ? load_pack(W + (wb[s] + (q0 * g.taps + tap) * g.clg), ndim - c, a.wide) : P{};
+      } else {
         const std::int64_t c = c0 + l / kCK, qq = q0 + (l % kCK) * kMmaVec;
-        pb[s] = c < ndim && qq < kdim ? load_pack(W + ((grp * g.csg + c) * g.taps + tap) * g.clg + qq, kdim - qq, a.wide)
-                                      : P{};
+        pb[s] = c < ndim && qq < kdim ? load_pack(W + (wb[s] + tap * g.clg + q0), kdim - qq, a.wide) : P{};
       }
     }
+    advance();
   };
   // Registers to LDS stage `st`; B always as [output channel][channel]
   // (the scatter family's loads, along output channels, are transposed
@@ -620,23 +622,22 @@ KGATE_UNROLL
   for (int u = 0; u < TT::AM; ++u)
 KGATE_UNROLL
     for (int v = 0; v < TT::AN; ++v) acc[u][v] = mma::zero_c<Atom>();
-  // LDS stage `st` through the atoms: channels q0 .. of the block step, the
-  // chain stopping after the last atom-K chunk holding a channel.
-  auto compute = [&](int st, std::int64_t q0) {
-    mma_block_step<Atom>(sA, sB, st, wm, wn, ceil_div(kdim - q0, Atom::K), acc);
-  };
   // Two LDS stages, one barrier per block step: step blk+1 is loaded into
   // registers before step blk's atoms run and stored into the other stage
-  // after them.
+  // after them. Step blk's atoms take channels qs .. of its tap, the chain
+  // stopping after the last atom-K chunk holding a channel.
   if (nblk > 0) {
-    fetch(0);
+    enter_tap();
+    fetch();
     stash(0);
   }
   rt::barrier();
+  std::int64_t qs = 0;
   for (std::int64_t blk = 0; blk < nblk; ++blk) {
     const bool more = blk + 1 < nblk;
-    if (more) fetch(blk + 1);
-    compute(static_cast<int>(blk & 1), (blk % kblocks) * kMmaBK);
+    if (more) fetch();
+    mma_block_step<Atom>(sA, sB, static_cast<int>(blk & 1), wm, wn, ceil_div(kdim - qs, Atom::K), acc);
+    qs = qs + kMmaBK < kdim ? qs + kMmaBK : 0;
     if (more) {
       stash(static_cast<int>((blk + 1) & 1));
       rt::barrier();

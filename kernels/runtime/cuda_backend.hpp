@@ -62,6 +62,7 @@ class lds_array {
  public:
   __device__ explicit lds_array(T* p) : p_(p) {}
   __device__ T& operator[](std::size_t i) const { return p_[i]; }
+  __device__ T* data() const { return p_; }
   template <class V>
   __device__ V load(std::size_t i) const {
     return *reinterpret_cast<const V*>(p_ + i);

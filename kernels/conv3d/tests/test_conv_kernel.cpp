@@ -214,7 +214,8 @@ std::int64_t param_or(const kernels::Plan& pl, const char* k, std::int64_t d) {
 // every main kernel of the family, every bn with a ragged and (where one
 // exists) a full last column tile, every dtype pair, matrix cores for every
 // pair that has them, split counts 1, 2, an odd one and the most (dw and db),
-// one-tap and general scatter, one and several phases, backward-weight on
+// one-tap and general scatter, one and several phases, scatter on matrix
+// cores for every pair that has them, backward-weight on
 // matrix cores for every pair that has them, the smallest problem;
 // each problem is supported, of its op-dir and listed once.
 TEST(ConvKernel, BoundaryProblemsReachEveryPlanValue) {
@@ -250,8 +251,7 @@ TEST(ConvKernel, BoundaryProblemsReachEveryPlanValue) {
       kernels_seen.insert(pl.steps.front().kernel);
       const std::string pair = std::string(name(p.src)) + ":" + std::string(name(p.dst));
       pairs.insert(pair);
-      if (pl.steps.front().kernel == "conv_contract_mma" || pl.steps.front().kernel == "conv_wgrad_mma")
-        mma_pairs.insert(pair);
+      if (pl.steps.front().kernel.find("_mma") != std::string::npos) mma_pairs.insert(pair);
       const ref::detail::ConvGeom g = ref::detail::make_geom(p);
       if (pl.params.count("bn")) {
         const std::int64_t n = contract ? g.csg : g.clg;
@@ -279,7 +279,8 @@ TEST(ConvKernel, BoundaryProblemsReachEveryPlanValue) {
       EXPECT_EQ(mma_pairs, (std::set<std::string>{"bf16:bf16", "bf16:fp32", "fp16:fp16", "fp16:fp32"}));
     }
     if (scatter) {
-      EXPECT_EQ(kernels_seen, (std::set<std::string>{"conv_scatter", "conv_scatter_one_tap"}));
+      EXPECT_EQ(kernels_seen, (std::set<std::string>{"conv_scatter", "conv_scatter_mma", "conv_scatter_one_tap"}));
+      EXPECT_EQ(mma_pairs, (std::set<std::string>{"bf16:bf16", "bf16:fp32", "fp16:fp16", "fp16:fp32"}));
       EXPECT_EQ(one_tap, (std::set<std::int64_t>{0, 1}));
       EXPECT_TRUE(phases.count(1) && phases.count(8) && phases.size() >= 4);
     }
