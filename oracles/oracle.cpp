@@ -337,7 +337,9 @@ Report compare_conv(const ConvProblem& p, Role output, const Tensor& reference, 
     const double a = abs_companion.get(i);
     const double y = std::fabs(reference.get(i));
     const double b = has_bias ? std::fabs(bias->get(i % cout)) : 0.0;
-    const double epi_term = epi * c.u_acc * (y + b);
+    // A sum rounded to the output dtype before the bias is added errs by up
+    // to u_out of |sum| <= |y| + |b| more.
+    const double epi_term = epi * c.u_acc * (y + b) + (plan.rounded_before_epilogue && epi > 0 ? c.u_out * (y + b) : 0.0);
     const double common = c.u_out * y + floor + rel_ref * a + epi_term;
     c.bound2[i] = rel2 * a * (1.0 + c.u_out) + common;
     if (t3) c.bound3[i] = std::min(c.bound2[i], rel3 * a * (1.0 + c.u_out) + common);

@@ -131,8 +131,10 @@ struct Report {
 // ---------------------------------------------------------------------------
 // Convolution, every op and direction. `output` is the role compared: y (fwd),
 // dx (bwd_data), dw or db (bwd_weight). `bias` (fwd with problem.bias, any
-// dtype, [Cout]) feeds the epilogue term u_acc*(|y| + |b|) per epilogue op;
-// pass nullptr otherwise. For db the terms are dy alone (A = sum |dy|).
+// dtype, [Cout]) feeds the epilogue term u_acc*(|y| + |b|) per epilogue op,
+// plus u_out*(|y| + |b|) when the plan rounds the sum to the output dtype
+// before the epilogue (ReductionPlan::rounded_before_epilogue); pass nullptr
+// otherwise. For db the terms are dy alone (A = sum |dy|).
 Report compare_conv(const ConvProblem& problem, Role output, const Tensor& reference,
                     const Tensor& abs_companion, const Tensor& candidate, const ReductionPlan& plan,
                     const Fill& fill, const Tensor* bias = nullptr, const Options& options = {});

@@ -55,6 +55,10 @@ struct ReductionPlan {
   AccumModel model = AccumModel::ieee_rn;
   int chunk = 8;         // products per MFMA chunk / mma instruction (matrix-core models only)
   int epilogue_ops = 0;  // rounded operations after the reduction
+  // The reduction's result is rounded to the output dtype before the
+  // epilogue ops (a library that adds the bias to its already rounded
+  // output): one more rounding, of a value up to |y| + |b|.
+  bool rounded_before_epilogue = false;
 
   // Combine levels: ceil(log2 S) for a tree, S - 1 serially, 0 when S == 1.
   std::int64_t combine_depth() const {
@@ -109,6 +113,7 @@ inline std::string to_string(const ReductionPlan& p) {
   o << ' ' << name(p.model);
   if (p.model != AccumModel::ieee_rn) o << " chunk=" << p.chunk;
   if (p.epilogue_ops) o << " epi=" << p.epilogue_ops;
+  if (p.rounded_before_epilogue) o << " rounded-before-epi";
   o << " (D=" << p.depth() << ")";
   return o.str();
 }
@@ -122,14 +127,16 @@ inline nlohmann::json to_json(const ReductionPlan& p) {
                         {"partial", std::string(name(p.partial))},
                         {"model", std::string(name(p.model))},
                         {"chunk", p.chunk},
-                        {"epilogue_ops", p.epilogue_ops}};
+                        {"epilogue_ops", p.epilogue_ops},
+                        {"rounded_before_epilogue", p.rounded_before_epilogue}};
 }
 
 // Rejects unknown fields; missing fields take the defaults above (partial
 // defaults to acc). Validates.
 inline ReductionPlan reduction_from_json(const nlohmann::json& j, const std::string& where = "reduction") {
   if (!j.is_object()) throw InputError(where, "expected a JSON object");
-  static const char* const kKnown[] = {"length", "splits", "combine", "acc", "partial", "model", "chunk", "epilogue_ops"};
+  static const char* const kKnown[] = {"length", "splits", "combine", "acc", "partial", "model", "chunk", "epilogue_ops",
+                                       "rounded_before_epilogue"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : kKnown) ok = ok || it.key() == k;
@@ -173,6 +180,11 @@ inline ReductionPlan reduction_from_json(const nlohmann::json& j, const std::str
   else throw InputError(where + ".model", "expected ieee_rn, mfma_cdna3 or mma_sm90, got '" + m + "'");
   p.chunk = static_cast<int>(integer("chunk", 8, INT_MIN, INT_MAX));
   p.epilogue_ops = static_cast<int>(integer("epilogue_ops", 0, INT_MIN, INT_MAX));
+  if (j.contains("rounded_before_epilogue")) {
+    const nlohmann::json& v = j.at("rounded_before_epilogue");
+    if (!v.is_boolean()) throw InputError(where + ".rounded_before_epilogue", "expected true or false, got " + v.dump());
+    p.rounded_before_epilogue = v.get<bool>();
+  }
   try {
     p.validate();
   } catch (const InputError& e) {

@@ -171,7 +171,10 @@ class RefArm : public Arm {
 // order: every term passes through at most that many roundings), in the
 // mma_sm90 model (16 products per instruction, truncated) for a bf16/fp16
 // convolution, whose library runs it on tensor cores, and IEEE
-// round-to-nearest otherwise.
+// round-to-nearest otherwise. A convolution's bias is added to the library's
+// rounded output (PyTorch adds it after cuDNN's convolution: on the H200
+// every bf16 conv_transpose3d output with bias equals
+// bf16(bf16(convolution) + bias)), one rounding more.
 kernels::Plan vendor_plan(const Problem& p) {
   kernels::Plan pl = kernels::plan(p);
   const auto* c = std::get_if<ConvProblem>(&p);
@@ -179,6 +182,7 @@ kernels::Plan vendor_plan(const Problem& p) {
   for (auto& [role, r] : pl.reduction) {
     ReductionPlan v = ReductionPlan::sequential(r.length * r.splits, r.acc);
     v.epilogue_ops = r.epilogue_ops;
+    v.rounded_before_epilogue = c && c->bias && r.epilogue_ops > 0;
     if (tensor_cores) {
       v.model = AccumModel::mma_sm90;
       v.chunk = 16;

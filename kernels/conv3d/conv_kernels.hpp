@@ -63,10 +63,11 @@
 // MmaTile) and walks K in block steps of one tap x kMmaBK channels: the
 // step's A rows and B columns are loaded from global memory 16 bytes at a
 // time into registers (element loads where channel counts or alignment
-// forbid it), stored into one of two LDS stages, and read back as fragments
-// by coordinate (layouts come only from the atom's tables); the next step's
-// loads are issued before the current step's atoms run, one barrier per
-// step. Each work-item's A rows are decoded once; per tap only the source
+// forbid it), stored into one of two LDS stages, and read back with the
+// runtime's LDS fragment loads (ldmatrix on CUDA; layouts come only from the
+// atom's tables); the next step's loads are issued before the current step's
+// atoms run, one barrier per step. Each work-item's A rows are decoded once
+// and the block steps advance without a division; per tap only the source
 // offsets change. Each output is one chain of atom instructions in the
 // order taps, then channels in atom-K chunks (a chunk past the channels is
 // not issued; absent terms and channels past the end of a chunk load as +0,

@@ -22,7 +22,9 @@ TEST(ReductionPlan, JsonRoundTripAndErrors) {
   ReductionPlan p = ReductionPlan::split_k(1 << 18, 16, PartialCombine::serial);
   p.partial = DType::bf16;
   p.epilogue_ops = 2;
+  p.rounded_before_epilogue = true;
   EXPECT_EQ(reduction_from_json(to_json(p)), p);
+  EXPECT_NE(to_string(p).find("rounded-before-epi"), std::string::npos);
   ReductionPlan m = ReductionPlan::mfma(256, 4);
   EXPECT_EQ(reduction_from_json(to_json(m)), m);
   EXPECT_NE(to_string(p).find("D="), std::string::npos);

@@ -89,6 +89,47 @@ TEST(OracleWithReferences, ConvSimulationMatchesTheReferenceAndPasses) {
   }
 }
 
+// A library that rounds its convolution to the output dtype and then adds
+// the bias in that dtype (PyTorch's conv_transpose3d with bias under bf16
+// autocast on the H200: every y equals bf16(bf16(conv) + b)) rounds twice;
+// where the bias cancels the sum, the first rounding is far above the
+// single-rounding bound. The oracle fails it unless the plan declares it
+// (ReductionPlan::rounded_before_epilogue), and a single rounding passes
+// both ways.
+TEST(OracleWithReferences, BiasAddedToARoundedSumIsJudgedByItsPlan) {
+  ConvProblem p;
+  p.op = ConvOp::conv_transpose3d;
+  p.dir = ConvDir::fwd;
+  p.n = 1;
+  p.cin = 64;
+  p.cout = 8;
+  p.in = {3, 3, 3};
+  p.kernel = {2, 2, 2};
+  p.stride = {2, 2, 2};
+  p.bias = true;
+  p.src = p.dst = DType::bf16;
+  Fill f;
+  f.kind = FillKind::signed_;
+  f.seed = 7;
+  const sim::ConvCase c = sim::make_conv_case(p, f);
+  Tensor once(DType::bf16, c.ref.dims()), twice(DType::bf16, c.ref.dims());
+  for (std::int64_t i = 0; i < c.ref.numel(); ++i) {
+    const double b = c.bias.get(i % p.cout);
+    once.set(i, c.ref.get(i));
+    // The sum rounded to bf16, then the bias added and rounded (set rounds).
+    twice.set(i, static_cast<double>(kgate::bf16_bits_to_fp32(kgate::fp64_to_bf16_bits(c.ref.get(i) - b))) + b);
+  }
+  ReductionPlan plan = ReductionPlan::sequential(c.kmax);
+  plan.epilogue_ops = 1;
+  EXPECT_EQ(compare_conv(p, c.out, c.ref, c.abs, once, plan, f, &c.bias).state, State::passed);
+  const Report strict = compare_conv(p, c.out, c.ref, c.abs, twice, plan, f, &c.bias);
+  EXPECT_EQ(strict.state, State::failed) << to_table(strict);
+  EXPECT_EQ(strict.tier2.state, State::failed) << to_table(strict);
+  plan.rounded_before_epilogue = true;
+  EXPECT_EQ(compare_conv(p, c.out, c.ref, c.abs, twice, plan, f, &c.bias).state, State::passed);
+  EXPECT_EQ(compare_conv(p, c.out, c.ref, c.abs, once, plan, f, &c.bias).state, State::passed);
+}
+
 TEST(OracleWithReferences, GroupNormSimulationMatchesTheReferenceAndPasses) {
   GroupNormProblem p;
   p.n = 2;
