@@ -56,16 +56,20 @@ std::int64_t TensorView::offset(const Dims& index) const {
 
 void Tensor::Free::operator()(std::byte* p) const { std::free(p); }
 
-Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
+Tensor::Tensor(DType dtype, Dims dims) : Tensor(dtype, std::move(dims), Unfilled{}) {
+  std::memset(data_.get(), 0, static_cast<std::size_t>(nbytes()));
+}
+
+Tensor::Tensor(DType dtype, Dims dims, Unfilled) : dtype_(dtype), dims_(std::move(dims)) {
   numel_ = checked_numel(dims_, "tensor shape");
   std::int64_t bytes = 0;
   if (__builtin_mul_overflow(numel_, static_cast<std::int64_t>(size_of(dtype_)), &bytes))
     throw InputError("tensor shape", dims_string(dims_) + " is too large");
   check_fits_in_memory(bytes, "tensor " + dims_string(dims_) + " " + std::string(name(dtype_)));
-  const std::size_t rounded = (static_cast<std::size_t>(bytes) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  const std::size_t used = static_cast<std::size_t>(bytes), rounded = used == 0 ? 64 : (used + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();
-  std::memset(p, 0, rounded == 0 ? 64 : rounded);
+  std::memset(static_cast<std::byte*>(p) + used, 0, rounded - used);  // the alignment padding
   data_.reset(static_cast<std::byte*>(p));
 }
 

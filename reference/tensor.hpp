@@ -51,6 +51,10 @@ class Tensor {
  public:
   Tensor() = default;
   Tensor(DType dtype, Dims dims);  // zero-filled
+  // Not filled: for a producer that writes every element itself, so that a
+  // large tensor's pages are first touched by the threads that write them.
+  struct Unfilled {};
+  Tensor(DType dtype, Dims dims, Unfilled);
 
   DType dtype() const { return dtype_; }
   const Dims& dims() const { return dims_; }

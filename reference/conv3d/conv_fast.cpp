@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "reference/conv3d/conv_geometry.hpp"
@@ -34,6 +35,12 @@ struct Scratch {
   }
 };
 
+// The coordinates of the row-major linear index `idx` over extents `ext`: a
+// position over S or L, a tap over K, a phase's position over its counts.
+Axis3 unravel(std::int64_t idx, const Axis3& ext) {
+  return {idx / (ext[1] * ext[2]), idx / ext[2] % ext[1], idx % ext[2]};
+}
+
 // im2col of the large operand for small positions [p0, p1) of batch bn and
 // group grp, columns [c0, c1) of (tap, cl'): row r holds large[bn, j(i, tap),
 // grp*clg + cl'] (zero where j falls in the padding).
@@ -43,7 +50,7 @@ void im2col_large(const ConvGeom& g, const Tensor& large, const Block& blk, std:
   if (width <= 0) return;
   const std::int64_t t0 = c0 / g.clg, t1 = (c1 - 1) / g.clg;
   for (std::int64_t p = blk.p0; p < blk.p1; ++p) {
-    const std::int64_t i2 = p % g.S[2], i1 = (p / g.S[2]) % g.S[1], i0 = p / (g.S[2] * g.S[1]);
+    const auto [i0, i1, i2] = unravel(p, g.S);
     double* row = col + (p - blk.p0) * width;
     std::int64_t t = 0;
     for (std::int64_t k0 = 0; k0 < g.K[0]; ++k0) {
@@ -107,15 +114,51 @@ void add_bias(double* out, std::int64_t rows, std::int64_t row_stride, const dou
     for (std::int64_t c = 0; c < count; ++c) out[r * row_stride + c] += bias[c];
 }
 
+// out[c] = res[c] + bias[c] (bias null: res[c]) for c < count: the bias is
+// added once to the finished sum, as in contract().
+void store_row(double* out, const double* res, std::int64_t count, const double* bias) {
+  if (!bias) {
+    std::memcpy(out, res, static_cast<std::size_t>(count) * sizeof(double));
+    return;
+  }
+  for (std::int64_t c = 0; c < count; ++c) out[c] = res[c] + bias[c];
+}
+
+// Rows of a scatter item's GEMM computed at once: about kResultBytes of
+// result, at least kSplitRows (each GEMM packs its weight operand again), at
+// most the item's m.
+std::int64_t result_rows(std::int64_t m, std::int64_t tw) {
+  return std::clamp<std::int64_t>(kResultBytes / (tw * 8), std::min(m, kSplitRows), m);
+}
+
+// The GEMM of a scatter item: a (m x depth, row-major) times b (depth x tw,
+// row stride ldb), result_rows() rows at a time into `res` (at least
+// result_rows() x tw doubles), each result row r then handed to store(r,
+// row) while it is still in cache. depth 0 gives rows of zeros.
+template <class Store>
+void gemm_rows(const double* a, std::int64_t m, std::int64_t depth, const double* b, std::int64_t ldb, std::int64_t tw,
+               double* res, Store&& store) {
+  const std::int64_t sub = result_rows(m, tw);
+  for (std::int64_t r0 = 0; r0 < m; r0 += sub) {
+    const std::int64_t rows = std::min(sub, m - r0);
+    Map rm(res, rows, tw);
+    if (depth > 0)
+      rm.noalias() = CMap(a + r0 * depth, rows, depth) * SCMap(b, depth, tw, Eigen::OuterStride<>(ldb));
+    else
+      rm.setZero();
+    for (std::int64_t r = 0; r < rows; ++r) store(r0 + r, res + r * tw);
+  }
+}
+
 // small[n, i, cs] = sum large * w (conv3d.fwd, conv_transpose3d.bwd_data).
-void contract(const ConvGeom& g, const Tensor& large, const std::vector<double>& w, const double* bias, double* out) {
+void contract(const ConvGeom& g, const Tensor& large, const double* w, const double* bias, double* out) {
   const std::int64_t width = g.taps * g.clg;
   const auto work = blocks(g, g.s_pos, split_rows(block_rows(width), g.n * g.groups * g.s_pos));
   blocked_gemm(
       work, width, g.csg, [&](const Block& b, double* col) { im2col_large(g, large, b, 0, width, col); },
       [&](const Block& b, const double* col, std::int64_t c0, std::int64_t c1, int) {
         const std::int64_t m = b.p1 - b.p0;
-        const CMap wg(w.data() + (b.grp * g.csg + c0) * width, c1 - c0, width);
+        const CMap wg(w + (b.grp * g.csg + c0) * width, c1 - c0, width);
         double* o = out + (b.bn * g.s_pos + b.p0) * g.cs + b.grp * g.csg + c0;
         SMap om(o, m, c1 - c0, Eigen::OuterStride<>(g.cs));
         om.noalias() = CMap(col, m, width) * wg.transpose();
@@ -128,7 +171,7 @@ void contract(const ConvGeom& g, const Tensor& large, const std::vector<double>&
 // reach phase r are the k with (r + pad - k*dil) = 0 mod s, the same for all
 // its positions, so each phase is one im2col x GEMM with its own packed
 // weight [taps_r * csg][clg].
-void scatter(const ConvGeom& g, const Tensor& small, const std::vector<double>& w, const double* bias, double* out) {
+void scatter(const ConvGeom& g, const Tensor& small, const double* w, const double* bias, double* out) {
   struct Phase {
     Axis3 r{}, cnt{};
     std::array<std::vector<std::int64_t>, 3> taps;
@@ -162,7 +205,7 @@ void scatter(const ConvGeom& g, const Tensor& small, const std::vector<double>& 
               for (std::int64_t k2 : ph.taps[2]) {
                 for (std::int64_t q = 0; q < g.csg; ++q)
                   std::memcpy(&ph.wp[static_cast<std::size_t>((grp * width + t * g.csg + q) * g.clg)],
-                              &w[static_cast<std::size_t>(g.w_at(grp * g.csg + q, k0, k1, k2, 0))],
+                              w + g.w_at(grp * g.csg + q, k0, k1, k2, 0),
                               static_cast<std::size_t>(g.clg) * sizeof(double));
                 ++t;
               }
@@ -179,8 +222,8 @@ void scatter(const ConvGeom& g, const Tensor& small, const std::vector<double>& 
     work.insert(work.end(), b.begin(), b.end());
   }
   auto j_of = [&](const Phase& ph, std::int64_t p) {
-    const std::int64_t t2 = p % ph.cnt[2], t1 = (p / ph.cnt[2]) % ph.cnt[1], t0 = p / (ph.cnt[2] * ph.cnt[1]);
-    return std::array<std::int64_t, 3>{ph.r[0] + g.stride[0] * t0, ph.r[1] + g.stride[1] * t1, ph.r[2] + g.stride[2] * t2};
+    const Axis3 t = unravel(p, ph.cnt);
+    return Axis3{ph.r[0] + g.stride[0] * t[0], ph.r[1] + g.stride[1] * t[1], ph.r[2] + g.stride[2] * t[2]};
   };
   auto fill = [&](const Block& b, double* col) {
     const Phase& ph = phases[static_cast<std::size_t>(b.phase)];
@@ -214,19 +257,12 @@ void scatter(const ConvGeom& g, const Tensor& small, const std::vector<double>& 
                [&](const Block& b, const double* col, std::int64_t c0, std::int64_t c1, int worker) {
                  const Phase& ph = phases[static_cast<std::size_t>(b.phase)];
                  const std::int64_t m = b.p1 - b.p0, pw = ph.ntaps * g.csg, tw = c1 - c0;
-                 double* res = results.get(worker, m * tw);
-                 Map rm(res, m, tw);
-                 if (pw > 0)
-                   rm.noalias() = CMap(col, m, pw) *
-                                  SCMap(ph.wp.data() + b.grp * pw * g.clg + c0, pw, tw, Eigen::OuterStride<>(g.clg));
-                 else
-                   rm.setZero();
-                 for (std::int64_t p = b.p0; p < b.p1; ++p) {
-                   const auto j = j_of(ph, p);
-                   double* o = out + g.large_at(b.bn, j[0], j[1], j[2], b.grp * g.clg + c0);
-                   std::memcpy(o, res + (p - b.p0) * tw, static_cast<std::size_t>(tw) * sizeof(double));
-                   if (bias) add_bias(o, 1, tw, bias + b.grp * g.clg + c0, tw);
-                 }
+                 const double* bs = bias ? bias + b.grp * g.clg + c0 : nullptr;
+                 gemm_rows(col, m, pw, ph.wp.data() + b.grp * pw * g.clg + c0, g.clg, tw,
+                           results.get(worker, result_rows(m, tw) * tw), [&](std::int64_t r, const double* row) {
+                             const auto j = j_of(ph, b.p0 + r);
+                             store_row(out + g.large_at(b.bn, j[0], j[1], j[2], b.grp * g.clg + c0), row, tw, bs);
+                           });
                });
   // Phases with no positions have no outputs; phases with no taps were
   // zeroed above. Every large position belongs to exactly one phase.
@@ -236,7 +272,7 @@ void scatter(const ConvGeom& g, const Tensor& small, const std::vector<double>& 
 // small[n, i, :] * w[:, k, cl] for every tap k, so a block of small rows
 // times the group's whole weight ([csg][taps*clg], as stored) gives every
 // output of those rows, written back tap by tap.
-void scatter_non_overlapping(const ConvGeom& g, const Tensor& small, const std::vector<double>& w, const double* bias,
+void scatter_non_overlapping(const ConvGeom& g, const Tensor& small, const double* w, const double* bias,
                              double* out) {
   const std::int64_t cols = g.taps * g.clg;
   const auto work = blocks(g, g.s_pos, split_rows(block_rows(std::max(g.csg, cols)), g.n * g.groups * g.s_pos));
@@ -249,21 +285,28 @@ void scatter_non_overlapping(const ConvGeom& g, const Tensor& small, const std::
       },
       [&](const Block& b, const double* a, std::int64_t c0, std::int64_t c1, int worker) {
         const std::int64_t m = b.p1 - b.p0, tw = c1 - c0;
-        double* res = results.get(worker, m * tw);
-        Map(res, m, tw).noalias() =
-            CMap(a, m, g.csg) * SCMap(w.data() + b.grp * g.csg * cols + c0, g.csg, tw, Eigen::OuterStride<>(cols));
         const std::int64_t t0 = c0 / g.clg, t1 = (c1 - 1) / g.clg;
-        for (std::int64_t p = b.p0; p < b.p1; ++p) {
-          const std::int64_t i2 = p % g.S[2], i1 = (p / g.S[2]) % g.S[1], i0 = p / (g.S[2] * g.S[1]);
-          for (std::int64_t t = t0; t <= t1; ++t) {
-            const std::int64_t k2 = t % g.K[2], k1 = (t / g.K[2]) % g.K[1], k0 = t / (g.K[2] * g.K[1]);
-            const std::int64_t lo = std::max(c0, t * g.clg) - t * g.clg, hi = std::min(c1, (t + 1) * g.clg) - t * g.clg;
-            double* o = out + g.large_at(b.bn, i0 * g.K[0] + k0, i1 * g.K[1] + k1, i2 * g.K[2] + k2, b.grp * g.clg + lo);
-            std::memcpy(o, res + (p - b.p0) * tw + t * g.clg + lo - c0, static_cast<std::size_t>(hi - lo) * sizeof(double));
-            if (bias) add_bias(o, 1, hi - lo, bias + b.grp * g.clg + lo, hi - lo);
-          }
-        }
+        gemm_rows(a, m, g.csg, w + b.grp * g.csg * cols + c0, cols, tw,
+                  results.get(worker, result_rows(m, tw) * tw), [&](std::int64_t r, const double* row) {
+                    const Axis3 i = unravel(b.p0 + r, g.S);
+                    for (std::int64_t t = t0; t <= t1; ++t) {
+                      const Axis3 k = unravel(t, g.K);
+                      const std::int64_t lo = std::max(c0, t * g.clg) - t * g.clg,
+                                         hi = std::min(c1, (t + 1) * g.clg) - t * g.clg;
+                      store_row(out + g.large_at(b.bn, i[0] * g.K[0] + k[0], i[1] * g.K[1] + k[1],
+                                                 i[2] * g.K[2] + k[2], b.grp * g.clg + lo),
+                                row + t * g.clg + lo - c0, hi - lo, bias ? bias + b.grp * g.clg + lo : nullptr);
+                    }
+                  });
       });
+}
+
+// Rows of a bwd_weight block filled and multiplied at once: about
+// kWgradFillBytes of operands for a tile `tw` columns wide, at least
+// kWgradMinFillRows (the GEMM's depth: its dw tile is read and written once
+// per fill), at most the block's `rows`.
+std::int64_t wgrad_fill_rows(std::int64_t tw, std::int64_t csg, std::int64_t rows) {
+  return std::clamp<std::int64_t>(kWgradFillBytes / ((tw + csg) * 8), std::min(rows, kWgradMinFillRows), rows);
 }
 
 // dw[cs, k, cl'] = sum small * large (bwd_weight of both operators). Each
@@ -271,9 +314,10 @@ void scatter_non_overlapping(const ConvGeom& g, const Tensor& small, const std::
 // groups), and where that gives fewer than kTargetItems items, the reduction
 // over (n, positions) into Z contiguous chunks of row blocks as well (Z at
 // most kMaxSlots and within kSlotBudgetBytes). An item sums its blocks in
-// increasing order into its tile (chunk 0: dw itself; chunk z > 0: slot z);
-// the slots are then added to dw in increasing z. All of it is a function of
-// the problem, so results do not depend on the thread count.
+// increasing order, each in wgrad_fill_rows() pieces in order, into its tile
+// (chunk 0: dw itself; chunk z > 0: slot z); the slots are then added to dw
+// in increasing z. All of it is a function of the problem, so results do not
+// depend on the thread count.
 void wgrad(const ConvGeom& g, const Tensor& small, const Tensor& large, double* dw) {
   const std::int64_t width = g.taps * g.clg;
   const std::int64_t wsize = g.cs * width;
@@ -283,26 +327,30 @@ void wgrad(const ConvGeom& g, const Tensor& small, const Tensor& large, double* 
   for (std::int64_t bn = 0; bn < g.n; ++bn)
     for (std::int64_t p0 = 0; p0 < g.s_pos; p0 += rows) pos.push_back({bn, 0, p0, std::min(g.s_pos, p0 + rows)});
   const std::int64_t nb = static_cast<std::int64_t>(pos.size()), tiled = g.groups * tiles;
-  std::vector<std::vector<double>> slots(static_cast<std::size_t>(z_count - 1));
-  for (auto& sl : slots) sl.resize(static_cast<std::size_t>(wsize));
+  // Each item zeroes its own tile of its slot first.
+  std::vector<std::unique_ptr<double[]>> slots;
+  for (std::int64_t z = 1; z < z_count; ++z) slots.emplace_back(new double[static_cast<std::size_t>(wsize)]);
   Scratch cols(ref_threads()), smalls(ref_threads());
   parallel_for(tiled * z_count, [&](std::int64_t it, int worker) {
     const std::int64_t z = it % z_count, tile = (it / z_count) % tiles, grp = it / (z_count * tiles);
     const auto [c0, c1] = tile_range(width, tiles, tile);
     if (c0 >= c1) return;
-    double* base = z == 0 ? dw : slots[static_cast<std::size_t>(z - 1)].data();
+    double* base = z == 0 ? dw : slots[static_cast<std::size_t>(z - 1)].get();
     SMap dg(base + grp * g.csg * width + c0, g.csg, c1 - c0, Eigen::OuterStride<>(width));
     dg.setZero();
+    const std::int64_t sub = wgrad_fill_rows(c1 - c0, g.csg, rows);
+    double* col = cols.get(worker, sub * (c1 - c0));
+    double* sm = smalls.get(worker, sub * g.csg);
     for (std::int64_t q = z * nb / z_count; q < (z + 1) * nb / z_count; ++q) {
-      Block b = pos[static_cast<std::size_t>(q)];
-      b.grp = grp;
-      const std::int64_t m = b.p1 - b.p0;
-      double* col = cols.get(worker, m * (c1 - c0));
-      double* sm = smalls.get(worker, m * g.csg);
-      im2col_large(g, large, b, c0, c1, col);
-      for (std::int64_t p = b.p0; p < b.p1; ++p)
-        load_run(small, (b.bn * g.s_pos + p) * g.cs + b.grp * g.csg, g.csg, sm + (p - b.p0) * g.csg);
-      dg.noalias() += CMap(sm, m, g.csg).transpose() * CMap(col, m, c1 - c0);
+      const Block& blk = pos[static_cast<std::size_t>(q)];
+      for (std::int64_t s0 = blk.p0; s0 < blk.p1; s0 += sub) {
+        const Block b{blk.bn, grp, s0, std::min(blk.p1, s0 + sub)};
+        const std::int64_t m = b.p1 - b.p0;
+        im2col_large(g, large, b, c0, c1, col);
+        for (std::int64_t p = b.p0; p < b.p1; ++p)
+          load_run(small, (b.bn * g.s_pos + p) * g.cs + b.grp * g.csg, g.csg, sm + (p - b.p0) * g.csg);
+        dg.noalias() += CMap(sm, m, g.csg).transpose() * CMap(col, m, c1 - c0);
+      }
     }
   });
   if (slots.empty()) return;
@@ -311,10 +359,36 @@ void wgrad(const ConvGeom& g, const Tensor& small, const Tensor& large, double* 
     const std::int64_t hi = std::min(wsize, (c + 1) * kChunk);
     for (std::int64_t e = c * kChunk; e < hi; ++e) {
       double s = dw[e];
-      for (const auto& sl : slots) s += sl[static_cast<std::size_t>(e)];
+      for (const auto& sl : slots) s += sl[e];
       dw[e] = s;
     }
   });
+}
+
+// db[c] = sum of dy[..., c] over batch and space. The rows (positions) of dy
+// are cut into chunks of kDbRows, each summed in row order into its own
+// partial sums, which are then added in chunk order: a function of the
+// problem only.
+void sum_channels(const Tensor& dy, double* db) {
+  const std::int64_t c = dy.dims().back(), rows = dy.numel() / c;
+  const std::int64_t chunks = (rows + kDbRows - 1) / kDbRows;
+  std::vector<double> part(static_cast<std::size_t>(chunks * c));
+  constexpr std::int64_t kRun = 64;  // rows converted at once
+  Scratch runs(ref_threads());
+  parallel_for(chunks, [&](std::int64_t z, int worker) {
+    double* __restrict acc = part.data() + z * c;
+    double* buf = runs.get(worker, kRun * c);
+    const std::int64_t end = std::min(rows, (z + 1) * kDbRows);
+    for (std::int64_t r0 = z * kDbRows; r0 < end; r0 += kRun) {
+      const std::int64_t n = std::min(kRun, end - r0);
+      load_run(dy, r0 * c, n * c, buf);
+      for (std::int64_t r = 0; r < n; ++r)
+        for (std::int64_t k = 0; k < c; ++k) acc[k] += buf[r * c + k];
+    }
+  });
+  std::fill(db, db + c, 0.0);
+  for (std::int64_t z = 0; z < chunks; ++z)
+    for (std::int64_t k = 0; k < c; ++k) db[k] += part[static_cast<std::size_t>(z * c + k)];
 }
 
 }  // namespace
@@ -338,11 +412,19 @@ WgradSplit wgrad_split(const ConvGeom& g) {
   const std::int64_t tw = tile_range(width, s.tiles, 0).second;
   s.rows = std::clamp<std::int64_t>(kBlockBytes * kWgradRowFactor / ((tw + g.csg) * 8), kMinRows,
                                     kMaxRows * kWgradRowFactor);
-  const std::int64_t nb = g.n * ((g.s_pos + s.rows - 1) / s.rows), tiled = g.groups * s.tiles;
-  if (tiled < kTargetItems)
-    s.chunks = std::clamp<std::int64_t>(std::min({(kTargetItems + tiled - 1) / tiled, kMaxSlots,
-                                                  kSlotBudgetBytes / std::max<std::int64_t>(1, g.cs * width * 8)}),
-                                        1, std::max<std::int64_t>(nb, 1));
+  const std::int64_t tiled = g.groups * s.tiles;
+  if (tiled >= kTargetItems) return s;
+  const std::int64_t chunks =
+      std::clamp<std::int64_t>(std::min({(kTargetItems + tiled - 1) / tiled, kMaxSlots,
+                                         kSlotBudgetBytes / std::max<std::int64_t>(1, g.cs * width * 8),
+                                         g.n * g.s_pos / kMinChunkRows}),
+                               1, kMaxSlots);
+  // Blocks short enough that each chunk gets one (per batch: blocks do not
+  // cross batches), down to kSplitRows.
+  const std::int64_t per_batch = (chunks + g.n - 1) / g.n;
+  s.rows = std::min(s.rows, std::max(kSplitRows, (g.s_pos + per_batch - 1) / per_batch));
+  const std::int64_t nb = g.n * ((g.s_pos + s.rows - 1) / s.rows);
+  s.chunks = std::min(chunks, nb);
   return s;
 }
 
@@ -358,37 +440,25 @@ Outputs conv_fast(const ConvProblem& p, const Inputs& in) {
   const ConvGeom g = make_geom(p);
   const DirPlan plan = dir_plan(p);
   Outputs result;
-  for (const auto& s : p.outputs()) result.emplace(s.role, f64_like(s.dims));
+  // Every element is written below, by the threads that compute it.
+  for (const auto& s : p.outputs()) result.emplace(s.role, Tensor(DType::fp64, s.dims, Tensor::Unfilled{}));
   double* out = result.at(plan.out).as<double>();
   std::vector<double> bias;
   if (plan.bias_on_out) bias = to_f64(at(in, Role::b));
+  const double* b = bias.empty() ? nullptr : bias.data();
   switch (plan.kind) {
-    case Kind::contract: {
-      const std::vector<double> w = to_f64(at(in, Role::w));
-      contract(g, at(in, plan.a), w, bias.empty() ? nullptr : bias.data(), out);
-      break;
-    }
+    case Kind::contract: contract(g, at(in, plan.a), f64_copy(at(in, Role::w)).as<double>(), b, out); break;
     case Kind::scatter: {
-      const std::vector<double> w = to_f64(at(in, Role::w));
+      const Tensor w = f64_copy(at(in, Role::w));
       if (non_overlapping(g))
-        scatter_non_overlapping(g, at(in, plan.a), w, bias.empty() ? nullptr : bias.data(), out);
+        scatter_non_overlapping(g, at(in, plan.a), w.as<double>(), b, out);
       else
-        scatter(g, at(in, plan.a), w, bias.empty() ? nullptr : bias.data(), out);
+        scatter(g, at(in, plan.a), w.as<double>(), b, out);
       break;
     }
     case Kind::wgrad: wgrad(g, at(in, plan.a), at(in, plan.b), out); break;
   }
-  if (plan.db) {
-    // In element order, as the direct reference sums it.
-    const Tensor& dy = at(in, Role::dy);
-    const std::int64_t c = dy.dims().back();
-    double* db = result.at(Role::db).as<double>();
-    std::vector<double> row(static_cast<std::size_t>(c));
-    for (std::int64_t e = 0; e < dy.numel(); e += c) {
-      load_run(dy, e, c, row.data());
-      for (std::int64_t k = 0; k < c; ++k) db[k] += row[static_cast<std::size_t>(k)];
-    }
-  }
+  if (plan.db) sum_channels(at(in, Role::dy), result.at(Role::db).as<double>());
   return result;
 }
 

@@ -13,9 +13,10 @@ Outputs conv_fast(const ConvProblem& p, const Inputs& in);
 inline constexpr std::int64_t kBlockBytes = std::int64_t{8} << 20;
 inline constexpr std::int64_t kMinRows = 128, kMaxRows = 2048;
 std::int64_t block_rows(std::int64_t width);
-// bwd_weight's blocks are the inner dimension of its GEMM, so they are taller
-// (kWgradRowFactor times): its dw tile accumulator is then read and
-// written less often per multiply-add.
+// bwd_weight's row blocks are what its reduction chunks are made of,
+// kWgradRowFactor times taller than block_rows(); each is filled and
+// multiplied in wgrad_fill_rows() pieces, so their height only bounds how
+// finely the reduction can be chunked.
 inline constexpr std::int64_t kWgradRowFactor = 4;
 
 // Work items a call is cut into where the problem allows, so that 16
@@ -50,10 +51,29 @@ struct WgradSplit {
 struct ConvGeom;
 WgradSplit wgrad_split(const ConvGeom& g);
 
+// Bytes of a scatter item's GEMM result computed at once (result_rows()
+// rows): it is still in cache when its rows are stored to their positions.
+inline constexpr std::int64_t kResultBytes = std::int64_t{1} << 20;
+
+// Rows of dy (positions over n and space) per partial sum of db: the partial
+// sums are independent work items, added in order at the end.
+inline constexpr std::int64_t kDbRows = 4096;
+
+// Operand bytes of a bwd_weight fill (see wgrad_fill_rows()): it stays in
+// cache until the GEMM packs it.
+inline constexpr std::int64_t kWgradFillBytes = std::int64_t{1} << 20;
+inline constexpr std::int64_t kWgradMinFillRows = 256;
+
 // Bytes the partial sums of bwd_weight's reduction chunks may take (a fixed
 // number of weight-sized slots, at most kMaxSlots).
 inline constexpr std::int64_t kSlotBudgetBytes = std::int64_t{512} << 20;
 inline constexpr std::int64_t kMaxSlots = kTargetItems;
+// Positions (n and space) per reduction chunk, at least, so that a chunk's
+// slot (written, then added to dw: two weight-sized passes) stays small
+// beside its multiply-adds (kMinChunkRows or more per weight element). Where
+// the blocks are too few for the chunks, they are made shorter (down to
+// kSplitRows) so that every chunk gets one.
+inline constexpr std::int64_t kMinChunkRows = 512;
 
 // Whether a geometry is non-overlapping: kernel == stride, no padding, unit
 // dilation and L = S * K on every axis, so each large position takes exactly

@@ -59,22 +59,43 @@ void check_mpfr_size(double terms, const std::string& what) {
 
 // ---------------------------------------------------------------------------
 
+namespace {
+
+// dst[i] = conv(src[i]) for i < count. The source and destination do not
+// overlap, and the fixed-length inner loop is unrolled and vectorized at -O2.
+template <class T, class Conv>
+void convert_run(const T* __restrict src, std::int64_t count, double* __restrict dst, Conv conv) {
+  constexpr std::int64_t kLanes = 8;
+  std::int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) dst[i + l] = conv(src[i + l]);
+  for (; i < count; ++i) dst[i] = conv(src[i]);
+}
+
+// All of t as doubles into dst (t.numel() of them), threaded.
+void load_all(const Tensor& t, double* dst) {
+  constexpr std::int64_t kChunk = std::int64_t{1} << 16;
+  const std::int64_t n = t.numel();
+  parallel_for((n + kChunk - 1) / kChunk, [&](std::int64_t c, int) {
+    const std::int64_t lo = c * kChunk, cnt = std::min(kChunk, n - lo);
+    load_run(t, lo, cnt, dst + lo);
+  });
+}
+
+}  // namespace
+
 void load_run(const Tensor& t, std::int64_t offset, std::int64_t count, double* dst) {
   const unsigned char* base = static_cast<const unsigned char*>(t.data());
   switch (t.dtype()) {
     case DType::fp64:
       std::memcpy(dst, base + offset * 8, static_cast<std::size_t>(count) * 8);
       return;
-    case DType::fp32: {
-      const float* p = reinterpret_cast<const float*>(base) + offset;
-      for (std::int64_t i = 0; i < count; ++i) dst[i] = p[i];
+    case DType::fp32:
+      convert_run(reinterpret_cast<const float*>(base) + offset, count, dst, [](float v) { return v; });
       return;
-    }
-    case DType::bf16: {
-      const std::uint16_t* p = reinterpret_cast<const std::uint16_t*>(base) + offset;
-      for (std::int64_t i = 0; i < count; ++i) dst[i] = bf16_bits_to_fp32(p[i]);
+    case DType::bf16:
+      convert_run(reinterpret_cast<const std::uint16_t*>(base) + offset, count, dst, bf16_bits_to_fp32);
       return;
-    }
     case DType::fp16: {
       const std::uint16_t* p = reinterpret_cast<const std::uint16_t*>(base) + offset;
       for (std::int64_t i = 0; i < count; ++i) dst[i] = fp16_bits_to_fp32(p[i]);
@@ -85,13 +106,14 @@ void load_run(const Tensor& t, std::int64_t offset, std::int64_t count, double* 
 
 std::vector<double> to_f64(const Tensor& t) {
   std::vector<double> v(static_cast<std::size_t>(t.numel()));
-  constexpr std::int64_t kChunk = std::int64_t{1} << 20;
-  const std::int64_t n = t.numel();
-  parallel_for((n + kChunk - 1) / kChunk, [&](std::int64_t c, int) {
-    const std::int64_t lo = c * kChunk, cnt = std::min(kChunk, n - lo);
-    load_run(t, lo, cnt, v.data() + lo);
-  });
+  load_all(t, v.data());
   return v;
+}
+
+Tensor f64_copy(const Tensor& t) {
+  Tensor c(DType::fp64, t.dims(), Tensor::Unfilled{});
+  load_all(t, c.as<double>());
+  return c;
 }
 
 Tensor abs_of(const Tensor& t) {

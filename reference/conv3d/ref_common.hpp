@@ -66,6 +66,9 @@ void check_mpfr_size(double terms, const std::string& what);
 void load_run(const Tensor& t, std::int64_t offset, std::int64_t count, double* dst);
 // All of t as doubles (threaded for large tensors).
 std::vector<double> to_f64(const Tensor& t);
+// All of t as an fp64 tensor, filled by the threads (so that a large one's
+// pages are first touched by them).
+Tensor f64_copy(const Tensor& t);
 // |t| in t's dtype (exact: only the sign bit changes).
 Tensor abs_of(const Tensor& t);
 // An fp64 tensor with t's dims.

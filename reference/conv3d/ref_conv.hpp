@@ -29,7 +29,8 @@
 // tap by tap. Blocks run on ref_threads() threads; a problem with few blocks
 // gets shorter blocks and column tiles of its GEMM, and wgrad tiles the
 // columns of dw and, where that is not enough work, splits its reduction into
-// a bounded number of chunks whose partial sums are added in chunk order. The
+// a bounded number of chunks whose partial sums are added in chunk order; db
+// is summed the same way, over fixed chunks of dy's positions. The
 // decomposition is a function of the problem only and the outputs of work
 // items are disjoint, so results do not depend on the thread count. Eigen's
 // own blocking depends on the cache sizes it detects, so fp64 results are
