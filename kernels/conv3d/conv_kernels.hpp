@@ -392,24 +392,25 @@ KGATE_UNROLL
 // Matrix cores: the contract and scatter families as one workgroup-tiled
 // implicit GEMM (the header's "Matrix cores" paragraph).
 
-inline constexpr int kMmaThreads = 128;          // work-items per workgroup
+inline constexpr int kMmaThreads = 256;          // work-items per workgroup
 inline constexpr int kMmaBM = 128, kMmaBN = 64;  // block tile: GEMM rows x output channels
 inline constexpr int kMmaBK = 32;                // channels of one tap staged per block step
 inline constexpr int kMmaVec = 8;                // elements per 16-byte load
 // Workgroups of conv_wgrad_mma per multiprocessor the CUDA compiler must fit
 // in registers (it waits on global and LDS latency that only more resident
-// warps hide; conv_mma needs more registers than three workgroups leave
-// without spilling).
-inline constexpr int kMmaMinBlocks = 3;
+// warps hide).
+inline constexpr int kMmaMinBlocks = 2;
 
-// The wave grid of an atom: gfx942's 32x32 atoms 2x2 per wave (64x64, two
-// waves), sm_90's 16x8 atoms 4x4 per warp (64x32, four warps). LDS rows are
+// The wave grid of an atom: gfx942's 32x32 atoms 2x1 per wave (64x32, four
+// waves), sm_90's 16x8 atoms 2x4 per warp (32x32, eight warps): small wave
+// tiles keep the accumulators few, so that more warps are resident to hide
+// the latency of the loads and of the barrier. LDS rows are
 // padded by 8 elements: 80-byte rows put the eight 16-byte row reads of a
 // fragment load (ldmatrix on CUDA) in distinct banks and keep every 16-byte
 // access aligned.
 template <class Atom>
 struct MmaTile {
-  static constexpr int AM = Atom::M == 32 ? 2 : 4, AN = Atom::N == 32 ? 2 : 4;  // atoms per wave
+  static constexpr int AM = (Atom::lanes == 64 ? 64 : 32) / Atom::M, AN = 32 / Atom::N;  // atoms per wave
   static constexpr int WTM = AM * Atom::M, WTN = AN * Atom::N;                  // wave tile
   static constexpr int WM = kMmaBM / WTM, WN = kMmaBN / WTN;                    // waves per workgroup
   static_assert(WM * WTM == kMmaBM && WN * WTN == kMmaBN && WM * WN * Atom::lanes == kMmaThreads);
@@ -502,8 +503,8 @@ KGATE_UNROLL
   KGATE_LDS(ptap, std::int32_t, kScatter ? 4 * kMaxPhaseTaps : 4);
   KGATE_LDS(pcount, std::int32_t, 1);
   KGATE_LDS(orow, std::int64_t, kMmaBM);  // output offset of each row of the tile, -1 past M
-  static_assert(kMmaBM == kMmaThreads);
-  {
+  static_assert(kMmaBM <= kMmaThreads);
+  if (t < kMmaBM) {
     const std::int64_t m = m0 + t;
     orow[t] = m < M ? out_row<kScatter>(g, ph, ext, m) : std::int64_t{-1};
   }
