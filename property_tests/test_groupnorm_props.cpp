@@ -16,7 +16,7 @@ namespace {
 
 RC_GTEST_PROP(GroupNormProps, KernelPassesTheOracle, ()) {
   const GroupNormProblem p = *prop::gen_groupnorm();
-  const Fill f = *prop::gen_groupnorm_fill();
+  const Fill f = *prop::gen_groupnorm_fill(p.src);
   const prop::Verdict v = prop::gate_verdict(Problem(p), f);
   RC_LOG() << "repro: kgate check '" << to_descriptor(p) << "' --fill " << fill_string(f) << " --seed " << f.seed
            << "\n" << v.evidence;

@@ -130,7 +130,9 @@ struct Dot2 {
     s = t;
     c += es;
   }
-  double value() const { return s + c; }
+  // Once s is Inf or NaN (an infinite term, or an overflow) the error terms
+  // are NaN (inf - inf) and meaningless: the value is the IEEE sum, s.
+  double value() const { return std::isfinite(s) ? s + c : s; }
 };
 
 // ---------------------------------------------------------------------------

@@ -148,12 +148,13 @@ Stats stats_fast(const GroupNormProblem& p, const Tensor& xt) {
     // the lanes are then combined with another compensated sum.
     constexpr std::size_t kLanes = 8;
     Dot2 sum[kLanes], sum_abs[kLanes], sq[kLanes];
+    // A group holding an infinity sums to the IEEE sum (+-Inf, or NaN for
+    // both signs): the lanes' error terms are then NaN and left out.
     auto total = [](const Dot2* lanes) {
       Dot2 t;
-      for (std::size_t l = 0; l < kLanes; ++l) {
-        t.add(lanes[l].s);
-        t.add(lanes[l].c);
-      }
+      for (std::size_t l = 0; l < kLanes; ++l) t.add(lanes[l].s);
+      if (std::isfinite(t.s))
+        for (std::size_t l = 0; l < kLanes; ++l) t.add(lanes[l].c);
       return t.value();
     };
     for (std::int64_t s = 0; s < sh.S; ++s) {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "reference/conv3d/ref.hpp"
 #include "reference/conv3d/tests/ref_test_util.hpp"
@@ -73,6 +74,21 @@ TEST(GroupNormRef, DirectFastMpfrAgree) {
 }
 
 // The comparison is not vacuous: a 1e-11 relative error in one dx is caught.
+// A group of infinities (fp16 inputs of about 1e6 overflow): every
+// reference's mean is the IEEE mean, +Inf (the compensated sums' error terms
+// are NaN there and must not turn the sum into NaN); the variance, and so
+// rstd, is NaN (Inf - Inf).
+TEST(GroupNormRef, InfiniteInputsGiveTheIeeeMean) {
+  const GroupNormProblem p = desc("groupnorm.fwd fp16 n1 c2 g1 d3 noaffine");
+  const Outputs in = gn_inputs(p, parse_fill("gn_sweep:mean=1e6,sigma=0.01", 3));
+  for (Impl impl : {Impl::direct, Impl::fast, Impl::mpfr, Impl::dot2}) {
+    SCOPED_TRACE(static_cast<int>(impl));
+    const Outputs out = groupnorm(p, refs(in), impl);
+    EXPECT_EQ(out.at(Role::mean).get(0), std::numeric_limits<double>::infinity());
+    EXPECT_TRUE(std::isnan(out.at(Role::rstd).get(0)));
+  }
+}
+
 TEST(GroupNormRef, BoundCatchesASmallError) {
   const GroupNormProblem p = desc("groupnorm.bwd fp32 n1 c8 g2 d3 relu");
   const Outputs in = gn_inputs(p, parse_fill("signed", 3));
