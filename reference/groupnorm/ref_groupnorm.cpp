@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "reference/error.hpp"
 #include "reference/mpfr_round.hpp"
@@ -29,6 +30,15 @@ std::vector<double> beta_of(const GroupNormProblem& p, const Inputs& in) {
   return p.affine ? to_f64(at(in, Role::beta)) : std::vector<double>(static_cast<std::size_t>(p.c), 0.0);
 }
 
+// The mean of a group from the IEEE sum of its M values. A group holding an
+// infinity or a NaN (a non-finite sum) gets PyTorch's mean, whose running
+// (Welford) update turns a second value after an infinity into NaN (Inf - Inf
+// or Inf + NaN): the value itself for a one-element group, NaN otherwise.
+double group_mean(double sum, std::int64_t M) {
+  if (std::isfinite(sum)) return sum / static_cast<double>(M);
+  return M == 1 ? sum : std::numeric_limits<double>::quiet_NaN();
+}
+
 // The fused ReLU: -0 becomes +0, NaN stays NaN.
 double relu(double y) { return std::isnan(y) ? y : (y > 0.0 ? y : 0.0); }
 
@@ -52,7 +62,7 @@ Outputs fwd_direct(const GroupNormProblem& p, const Inputs& in) {
       double sum = 0.0;
       for (std::int64_t s = 0; s < sh.S; ++s)
         for (std::int64_t c = 0; c < sh.Cg; ++c) sum += x[static_cast<std::size_t>(sh.row(n, g, s) + c)];
-      const double mean = sum / static_cast<double>(sh.M);
+      const double mean = group_mean(sum, sh.M);
       double sq = 0.0;
       for (std::int64_t s = 0; s < sh.S; ++s)
         for (std::int64_t c = 0; c < sh.Cg; ++c) {
@@ -149,7 +159,8 @@ Stats stats_fast(const GroupNormProblem& p, const Tensor& xt) {
     constexpr std::size_t kLanes = 8;
     Dot2 sum[kLanes], sum_abs[kLanes], sq[kLanes];
     // A group holding an infinity sums to the IEEE sum (+-Inf, or NaN for
-    // both signs): the lanes' error terms are then NaN and left out.
+    // both signs; group_mean): the lanes' error terms are then NaN and left
+    // out.
     auto total = [](const Dot2* lanes) {
       Dot2 t;
       for (std::size_t l = 0; l < kLanes; ++l) t.add(lanes[l].s);
@@ -165,7 +176,7 @@ Stats stats_fast(const GroupNormProblem& p, const Tensor& xt) {
       }
     }
     const double M = static_cast<double>(sh.M);
-    const double mean = total(sum) / M;
+    const double mean = group_mean(total(sum), sh.M);
     for (std::int64_t s = 0; s < sh.S; ++s) {
       load_run(xt, sh.row(n, g, s), sh.Cg, row.data());
       for (std::size_t j = 0; j < row.size(); ++j) {
@@ -319,6 +330,7 @@ Outputs fwd_mpfr(const GroupNormProblem& p, const Inputs& in, DType t) {
         for (std::int64_t c = 0; c < sh.Cg; ++c)
           mpfr_add_d(sum, sum, x[static_cast<std::size_t>(sh.row(n, g, s) + c)], MPFR_RNDN);  // exact
       mpfr_div_si(mean, sum, static_cast<long>(sh.M), MPFR_RNDN);
+      if (!mpfr_number_p(sum)) mpfr_set_d(mean, group_mean(mpfr_get_d(sum, MPFR_RNDN), sh.M), MPFR_RNDN);
       mpfr_set_zero(acc, 1);
       for (std::int64_t s = 0; s < sh.S; ++s)
         for (std::int64_t c = 0; c < sh.Cg; ++c) {
