@@ -97,17 +97,7 @@ TEST(OracleWithReferences, ConvSimulationMatchesTheReferenceAndPasses) {
 // (ReductionPlan::rounded_before_epilogue), and a single rounding passes
 // both ways.
 TEST(OracleWithReferences, BiasAddedToARoundedSumIsJudgedByItsPlan) {
-  ConvProblem p;
-  p.op = ConvOp::conv_transpose3d;
-  p.dir = ConvDir::fwd;
-  p.n = 1;
-  p.cin = 64;
-  p.cout = 8;
-  p.in = {3, 3, 3};
-  p.kernel = {2, 2, 2};
-  p.stride = {2, 2, 2};
-  p.bias = true;
-  p.src = p.dst = DType::bf16;
+  const ConvProblem p = std::get<ConvProblem>(parse_descriptor("conv_transpose3d.fwd bf16 n1 c64 k8 d3 kd2 s2 bias"));
   Fill f;
   f.kind = FillKind::signed_;
   f.seed = 7;
