@@ -46,16 +46,18 @@ struct AtomInfo {
 };
 
 // The contract and scatter families run on matrix cores (conv_mma) for
-// bf16 / fp16 when the channels per tap fill at least one atom's K, the
-// output channels per group a quarter of the block tile's N and the GEMM
-// rows (of the largest stride phase) one block tile; smaller problems waste
-// most of each instruction (and most of the host emulator's time, which
-// runs every atom through its numeric model) and stay portable.
-constexpr std::int64_t kMmaMinK = 8, kMmaMinN = 16;
+// bf16 / fp16 when the channels per tap are at least 3 (an RGB input: the
+// U-Net's first layer, where even 3 of an atom's 16 K lanes beat the
+// portable kernel on the GPU), the output channels per group a quarter of
+// the block tile's N and the GEMM rows (of the largest stride phase) one
+// block tile. Below that most of each instruction is padding, which costs
+// the host emulator (every atom through its numeric model) more than the
+// portable kernel.
+constexpr std::int64_t kMmaMinK = 3, kMmaMinN = 16;
 // Backward-weight runs on matrix cores (conv_wgrad_mma) for bf16 / fp16
 // when the small channels per group fill a quarter of the block tile's N,
-// the taps x large channels a quarter of its M and the rows one block step,
-// and the large channels per group are whole 8-channel loads.
+// the taps x large channels a quarter of its M and the rows one block step
+// (each tap's large channels padded to whole 8-channel packs on the M side).
 constexpr std::int64_t kMmaMinWgradM = cv::kMmaBM / 4;
 
 struct Shape {
@@ -176,10 +178,9 @@ Shape shape_of(const ConvProblem& p) {
       s.rows = g.n * g.s_pos;
       pick_split(s.rows, s.dw_numel, s.splits, s.slice);
       s.main_grid[2] = s.splits;
-      if (g.csg >= kMmaMinN && g.taps * g.clg >= kMmaMinWgradM && g.clg % cv::kMmaVec == 0 && s.rows >= cv::kMmaBK)
-        s.atom = atom_for(p.src);
+      if (g.csg >= kMmaMinN && g.taps * g.clg >= kMmaMinWgradM && s.rows >= cv::kMmaBK) s.atom = atom_for(p.src);
       if (s.atom.ok) {
-        s.main_grid[0] = cv::ceil_div(g.taps * g.clg, cv::kMmaBM);
+        s.main_grid[0] = cv::ceil_div(g.taps * cv::ceil_div(g.clg, cv::kMmaVec) * cv::kMmaVec, cv::kMmaBM);
         s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kMmaBN);
       } else {
         s.main_grid[0] = g.taps * cv::ceil_div(g.clg, static_cast<std::int64_t>(cv::kTN) * s.bn);
@@ -260,9 +261,10 @@ void with_mma_atom(F&& f) {
   }
 }
 
-rt::LaunchConfig mma_config(const Shape& s) {
+rt::LaunchConfig mma_config(const Shape& s, std::size_t lds_bytes = 0) {
   rt::LaunchConfig c = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
   c.block = rt::dim3(cv::kMmaThreads);
+  c.lds_bytes = lds_bytes;
   return c;
 }
 
@@ -271,7 +273,8 @@ template <class Tin, class Tout, bool kScatter>
 void launch_mma(const Shape& s, cv::GemmArgs args, bool wide) {
   args.wide = wide;
   with_mma_atom<Tin>([&](auto atom) {
-    KGATE_LAUNCH((cv::conv_mma<decltype(atom), Tin, Tout, kScatter>), mma_config(s), args);
+    KGATE_LAUNCH((cv::conv_mma<decltype(atom), Tin, Tout, kScatter>),
+                 mma_config(s, cv::mma_dynamic_lds_bytes(decltype(atom)::target)), args);
   });
 }
 
@@ -313,7 +316,9 @@ Plan conv_plan(const ConvProblem& p) {
     pl.params = {{"threads", cv::kMmaThreads}, {"tile_m", cv::kMmaBM}, {"tile_n", cv::kMmaBN},
                  {"tile_k", cv::kMmaBK},       {"atom_k", s.atom.k}};
     const std::array<std::uint32_t, 3> mblock{cv::kMmaThreads, 1, 1};
-    pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], s.main_grid[2]), mblock, 0});
+    pl.params["stages"] = cv::mma_stages(s.atom.target);
+    const std::uint64_t lds = s.dp.kind == Kind::wgrad ? 0 : cv::mma_dynamic_lds_bytes(s.atom.target);  // wgrad: static LDS
+    pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], s.main_grid[2]), mblock, lds});
   } else {
     pl.variant = std::string("portable-igemm/") + main_kernel(s) + "/t" + std::to_string(cv::kTM) + "x" +
                  std::to_string(cv::kTN);

@@ -440,7 +440,8 @@ void wgrad_mma_cases(Gen& g) {
     const std::int64_t tm = param(pl, "tile_m"), tn = param(pl, "tile_n"), tk = param(pl, "tile_k");
     {
       // Ragged M tile (27 taps x 8), N past one tile, rows crossing axes
-      // shorter than a block step, padding, bias; then clg 3 (portable).
+      // shorter than a block step, padding, bias; then clg 3 (each tap's 3
+      // large channels padded to a pack of 8: element loads).
       ConvProblem p = g.make(tn + 3, 8, 1, {3, 5, 7}, 2);
       g.types(p, t);
       p.kernel = {3, 3, 3};
@@ -451,7 +452,7 @@ void wgrad_mma_cases(Gen& g) {
       g.types(q3, t);
       q3.kernel = p.kernel;
       q3.pad_front = q3.pad_back = p.pad_front;
-      g.add(q3, "portable wgrad " + pn + ": large channels not whole 8-channel loads (clg 3, 27 taps)");
+      g.add(q3, "wgrad on matrix cores " + pn + ": large channels not whole 8-channel loads (clg 3 padded to 8, 27 taps)");
     }
     {
       // Packed large loads with element small loads (csg not a multiple of

@@ -60,13 +60,17 @@
 // scatter w[q][tap][c] (stride 1: the forward contraction on the flipped,
 // channel-swapped weight). A workgroup of kMmaThreads work-items owns a
 // kMmaBM x kMmaBN block tile (waves in a grid, each a fixed grid of atoms:
-// MmaTile) and walks K in block steps of one tap x kMmaBK channels: the
-// step's A rows and B columns are loaded from global memory 16 bytes at a
-// time into registers (element loads where channel counts or alignment
-// forbid it), stored into one of two LDS stages, and read back with the
-// runtime's LDS fragment loads (ldmatrix on CUDA; layouts come only from the
-// atom's tables); the next step's loads are issued before the current step's
-// atoms run, one barrier per step. Each work-item's A rows are decoded once
+// MmaTile) and walks K in block steps of one tap x kMmaBK channels, one
+// barrier per step, reading the staged operands back with the runtime's LDS
+// fragment loads (ldmatrix on CUDA; layouts come only from the atom's
+// tables). How a step reaches LDS depends on the atom's target
+// (mma_stages): for sm_90 atoms with 16-byte channel runs, asynchronous
+// copies (cp.async) into three stages, two steps ahead of the atoms, the
+// scatter family's weight rows staged K-major as they arrive; for gfx942
+// atoms (no 16-byte asynchronous copy), and where channel counts or
+// alignment need element loads, 16-byte (or element) loads into registers
+// issued before the current step's atoms and stored into the other of two
+// stages after them. Each work-item's A rows are decoded once
 // and the block steps advance without a division; per tap only the source
 // offsets change. Each output is one chain of atom instructions in the
 // order taps, then channels in atom-K chunks (a chunk past the channels is
@@ -81,6 +85,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/elements.hpp"
 #include "kernels/runtime/runtime.hpp"
@@ -400,6 +405,34 @@ inline constexpr int kMmaVec = 8;                // elements per 16-byte load
 // in registers (it waits on global and LDS latency that only more resident
 // warps hide).
 inline constexpr int kMmaMinBlocks = 2;
+inline constexpr int kMmaLDK = kMmaBK + 8;  // LDS row pitch of a staged operand (MmaTile)
+// LDS row pitches of K-major staged operands (K rows of M or N contiguous).
+inline constexpr int kMmaLDM = kMmaBM + 8, kMmaLDN = kMmaBN + 8;
+static_assert(kMmaBK * kMmaLDM <= kMmaBM * kMmaLDK && kMmaBK * kMmaLDN <= kMmaBN * kMmaLDK);  // fit a stage
+// conv_mma's LDS stages, a function of the atom's target: sm_90 fills them
+// with asynchronous copies (cp.async), three deep, so that two block steps'
+// loads are in flight while one step's atoms run; gfx942 has no 16-byte
+// asynchronous copy and stages through registers into two (the next step's
+// loads in flight during the current step's atoms).
+KGATE_HD constexpr int mma_stages(rt::Target t) { return t == rt::Target::sm90 ? 3 : 2; }
+// conv_mma's stages, A tiles then B tiles, in bytes; they are dynamic LDS
+// where they pass CUDA's 48 KiB of static shared memory with the kernel's
+// other arrays (three stages), static otherwise (two: so that the gfx942
+// resource report counts them).
+KGATE_HD constexpr std::size_t mma_stage_bytes(rt::Target t) {
+  return static_cast<std::size_t>(mma_stages(t)) * (kMmaBM + kMmaBN) * kMmaLDK * sizeof(std::uint16_t);
+}
+KGATE_HD constexpr std::size_t mma_dynamic_lds_bytes(rt::Target t) { return mma_stages(t) > 2 ? mma_stage_bytes(t) : 0; }
+template <rt::Target kT>
+KGATE_DEVICE rt::lds_array<std::uint16_t> mma_stage_lds() {
+  if constexpr (mma_dynamic_lds_bytes(kT) > 0) {
+    KGATE_LDS_DYNAMIC(stages, std::uint16_t);
+    return stages;
+  } else {
+    KGATE_LDS(stages, std::uint16_t, mma_stage_bytes(kT) / sizeof(std::uint16_t));
+    return stages;
+  }
+}
 
 // The wave grid of an atom: gfx942's 32x32 atoms 2x1 per wave (64x32, four
 // waves), sm_90's 16x8 atoms 2x4 per warp (32x32, eight warps): small wave
@@ -415,8 +448,9 @@ struct MmaTile {
   static constexpr int WM = kMmaBM / WTM, WN = kMmaBN / WTN;                    // waves per workgroup
   static_assert(WM * WTM == kMmaBM && WN * WTN == kMmaBN && WM * WN * Atom::lanes == kMmaThreads);
   static_assert(kMmaBK % Atom::K == 0);
-  static constexpr int LDK = kMmaBK + 8;  // A: [row][channel]; B: [output channel][channel]
+  static constexpr int LDK = kMmaLDK;  // A: [row][channel]; B: [output channel][channel]
   static constexpr int kASize = kMmaBM * LDK, kBSize = kMmaBN * LDK;
+  static constexpr int kStages = mma_stages(Atom::target);
 };
 
 // The kMmaVec elements at p: one 16-byte load when `wide` (all present and
@@ -431,30 +465,56 @@ KGATE_UNROLL
   return v;
 }
 
+// As load_pack for GEMM columns past the real ones whose results are never
+// stored (any value is right there): element i is p[min(i, n - 1)] (n >= 1),
+// an index clamp rather than a compare per element, whose condition masks
+// would stay live across the caller's loop on gfx942 (scalar registers).
+template <class Tin>
+KGATE_DEVICE Pack<Tin, kMmaVec> load_pack_clamped(const Tin* p, std::int64_t n, bool wide) {
+  if (wide) return rt::load_wide(reinterpret_cast<const Pack<Tin, kMmaVec>*>(p));
+  const std::int32_t last = static_cast<std::int32_t>(n < kMmaVec ? n : kMmaVec) - 1;
+  Pack<Tin, kMmaVec> v;
+KGATE_UNROLL
+  for (int i = 0; i < kMmaVec; ++i) v.v[i] = p[i < last ? i : last];
+  return v;
+}
+
 template <class T>
 KGATE_DEVICE std::uint16_t bits_of(T v) { return v.bits; }
 
 // One LDS stage through a wave's atoms: K chunks 0 .. chunks-1 of the block
 // step (chunks <= kMmaBK / Atom::K; the caller stops the chain after the
 // last chunk holding a term, as the reduction plan counts it). A is staged
-// as [GEMM row][k], B as [GEMM column][k], both with row pitch LDK; the
-// wave's tile is rows wm*WTM.., columns wn*WTN.. of the block tile.
-template <class Atom>
-KGATE_DEVICE void mma_block_step(const rt::lds_array<std::uint16_t>& sA, const rt::lds_array<std::uint16_t>& sB,
-                                 int st, int wm, int wn, std::int64_t chunks,
+// at sA[a0..] as [GEMM row][k], B at sB[b0..] as [GEMM column][k], both
+// with row pitch LDK; K-major (kAK, kBK): as [k][GEMM row] with pitch
+// kMmaLDM, [k][GEMM column] with pitch kMmaLDN. The wave's tile is rows
+// wm*WTM.., columns wn*WTN.. of the block tile.
+template <class Atom, bool kAK = false, bool kBK = false>
+KGATE_DEVICE void mma_block_step(const rt::lds_array<std::uint16_t>& sA, int a0, const rt::lds_array<std::uint16_t>& sB,
+                                 int b0, int wm, int wn, std::int64_t chunks,
                                  rt::mma::c_frag<Atom> (&acc)[MmaTile<Atom>::AM][MmaTile<Atom>::AN]) {
   namespace mma = kgate::rt::mma;
   using TT = MmaTile<Atom>;
   static_assert(TT::LDK % 8 == 0 && Atom::K % 8 == 0);  // 16-byte rows for the fragment loads
-  const int abase = st * TT::kASize + wm * TT::WTM * TT::LDK, bbase = st * TT::kBSize + wn * TT::WTN * TT::LDK;
+  const int abase = a0 + wm * TT::WTM * (kAK ? 1 : TT::LDK), bbase = b0 + wn * TT::WTN * (kBK ? 1 : TT::LDK);
   for (int kk = 0; kk < kMmaBK / Atom::K; ++kk) {
     if (kk >= chunks) break;
     mma::a_frag<Atom> af[TT::AM];
     mma::b_frag<Atom> bf[TT::AN];
 KGATE_UNROLL
-    for (int u = 0; u < TT::AM; ++u) af[u] = mma::load_a_lds<Atom>(sA, abase + u * Atom::M * TT::LDK + kk * Atom::K, TT::LDK);
+    for (int u = 0; u < TT::AM; ++u) {
+      if constexpr (kAK)
+        af[u] = mma::load_a_lds_kmajor<Atom>(sA, abase + u * Atom::M + kk * Atom::K * kMmaLDM, kMmaLDM);
+      else
+        af[u] = mma::load_a_lds<Atom>(sA, abase + u * Atom::M * TT::LDK + kk * Atom::K, TT::LDK);
+    }
 KGATE_UNROLL
-    for (int v = 0; v < TT::AN; ++v) bf[v] = mma::load_b_lds<Atom>(sB, bbase + v * Atom::N * TT::LDK + kk * Atom::K, TT::LDK);
+    for (int v = 0; v < TT::AN; ++v) {
+      if constexpr (kBK)
+        bf[v] = mma::load_b_lds_kmajor<Atom>(sB, bbase + v * Atom::N + kk * Atom::K * kMmaLDN, kMmaLDN);
+      else
+        bf[v] = mma::load_b_lds<Atom>(sB, bbase + v * Atom::N * TT::LDK + kk * Atom::K, TT::LDK);
+    }
 KGATE_UNROLL
     for (int u = 0; u < TT::AM; ++u)
 KGATE_UNROLL
@@ -498,8 +558,12 @@ KGATE_UNROLL
   if (m0 >= M) return;  // a stride phase with fewer positions than phase 0 (the whole workgroup)
   const Tin* A = static_cast<const Tin*>(a.a);
   const Tin* W = static_cast<const Tin*>(a.w);
-  KGATE_LDS(sA, std::uint16_t, 2 * TT::kASize);  // two stages
-  KGATE_LDS(sB, std::uint16_t, 2 * TT::kBSize);
+  // The stages (mma_stage_lds): A tile of stage st at a_at(st), B tile at
+  // b_at(st).
+  const rt::lds_array<std::uint16_t> sT = mma_stage_lds<Atom::target>();
+  constexpr int kStages = TT::kStages;
+  auto a_at = [](int st) { return st * TT::kASize; };
+  auto b_at = [](int st) { return kStages * TT::kASize + st * TT::kBSize; };
   KGATE_LDS(ptap, std::int32_t, kScatter ? 4 * kMaxPhaseTaps : 4);
   KGATE_LDS(pcount, std::int32_t, 1);
   KGATE_LDS(orow, std::int64_t, kMmaBM);  // output offset of each row of the tile, -1 past M
@@ -605,16 +669,16 @@ KGATE_UNROLL
   // element by element).
   auto stash = [&](int st) {
 KGATE_UNROLL
-    for (int s = 0; s < kAPass; ++s) sA.store<P>(st * TT::kASize + (t / kCK + kARows * s) * TT::LDK + kc * kMmaVec, pa[s]);
+    for (int s = 0; s < kAPass; ++s) sT.store<P>(a_at(st) + (t / kCK + kARows * s) * TT::LDK + kc * kMmaVec, pa[s]);
 KGATE_UNROLL
     for (int s = 0; s < kBLoads; ++s) {
       const int l = t + s * kMmaThreads;
       if constexpr (kScatter) {
 KGATE_UNROLL
         for (int i = 0; i < kMmaVec; ++i)
-          sB[st * TT::kBSize + ((l % kBRow) * kMmaVec + i) * TT::LDK + l / kBRow] = bits_of(pb[s].v[i]);
+          sT[b_at(st) + ((l % kBRow) * kMmaVec + i) * TT::LDK + l / kBRow] = bits_of(pb[s].v[i]);
       } else {
-        sB.store<P>(st * TT::kBSize + (l / kCK) * TT::LDK + (l % kCK) * kMmaVec, pb[s]);
+        sT.store<P>(b_at(st) + (l / kCK) * TT::LDK + (l % kCK) * kMmaVec, pb[s]);
       }
     }
   };
@@ -624,38 +688,102 @@ KGATE_UNROLL
   for (int u = 0; u < TT::AM; ++u)
 KGATE_UNROLL
     for (int v = 0; v < TT::AN; ++v) acc[u][v] = mma::zero_c<Atom>();
-  // Two LDS stages, one barrier per block step: step blk+1 is loaded into
-  // registers before step blk's atoms run and stored into the other stage
-  // after them. Step blk's atoms take channels qs .. of its tap, the chain
-  // stopping after the last atom-K chunk holding a channel.
+  // Step blk's atoms take channels qs .. of its tap, the chain stopping
+  // after the last atom-K chunk holding a channel.
+  std::int64_t qs = 0;
+  auto run_step = [&](int st, auto b_kmajor) {
+    mma_block_step<Atom, false, decltype(b_kmajor)::value>(sT, a_at(st), sT, b_at(st), wm, wn,
+                                                           ceil_div(kdim - qs, Atom::K), acc);
+    qs = qs + kMmaBK < kdim ? qs + kMmaBK : 0;
+  };
+  auto store_c = [&] {
+    Tout* O = static_cast<Tout*>(a.out);
+    const Tin* B = static_cast<const Tin*>(a.bias);
+KGATE_UNROLL
+    for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+      for (int v = 0; v < TT::AN; ++v)
+        mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
+          const std::int64_t row = orow[wm * TT::WTM + u * Atom::M + i], c = c0 + wn * TT::WTN + v * Atom::N + j;
+          if (row < 0 || c >= ndim) return;
+          put_output<Tin, Tout>(O, B, row, grp * ndim + c, y);
+        });
+  };
+  if (nblk > 0) enter_tap();
+  if constexpr (kStages > 2) {
+    if (a.wide) {
+      // kStages stages filled by asynchronous copies, one barrier per block
+      // step: at step blk the copies of step blk + kStages - 1 are issued
+      // into the stage step blk - 1 used (every work-item has left it: the
+      // barrier), so kStages - 1 steps' loads are in flight while step blk's
+      // atoms run. The scatter family's B rows (output channels contiguous)
+      // are staged as they are, K-major, and read with the K-major fragment
+      // loads.
+      auto issue = [&](int st) {
+        const std::int64_t q = q0 + kc * kMmaVec;
+KGATE_UNROLL
+        for (int s = 0; s < kAPass; ++s) {
+          bool in = q < kdim;
+KGATE_UNROLL
+          for (int x = 0; x < 3; ++x)
+            in = in && static_cast<std::uint32_t>(rj[s][x] + off[x]) < static_cast<std::uint32_t>(src[x]);
+          sT.copy_async<P>(a_at(st) + (t / kCK + kARows * s) * TT::LDK + kc * kMmaVec,
+                           reinterpret_cast<const P*>(in ? A + (abase[s] + tdelta + q0) : A), in);
+        }
+KGATE_UNROLL
+        for (int s = 0; s < kBLoads; ++s) {
+          const int l = t + s * kMmaThreads;
+          if constexpr (kScatter) {
+            const std::int64_t qq = q0 + l / kBRow, c = c0 + (l % kBRow) * kMmaVec;
+            const bool in = qq < kdim && c < ndim;
+            sT.copy_async<P>(b_at(st) + (l / kBRow) * kMmaLDN + (l % kBRow) * kMmaVec,
+                             reinterpret_cast<const P*>(in ? W + (wb[s] + (q0 * g.taps + tap) * g.clg) : W), in);
+          } else {
+            const std::int64_t c = c0 + l / kCK, qq = q0 + (l % kCK) * kMmaVec;
+            const bool in = c < ndim && qq < kdim;
+            sT.copy_async<P>(b_at(st) + (l / kCK) * TT::LDK + (l % kCK) * kMmaVec,
+                             reinterpret_cast<const P*>(in ? W + (wb[s] + tap * g.clg + q0) : W), in);
+          }
+        }
+        advance();
+      };
+      for (int st = 0; st < kStages - 1; ++st) {
+        if (st < nblk) issue(st);
+        rt::async_commit();
+      }
+      int st = 0, nst = kStages - 1;
+      for (std::int64_t blk = 0; blk < nblk; ++blk) {
+        rt::async_wait<kStages - 2>();
+        rt::barrier();
+        const bool more = blk + kStages - 1 < nblk;
+        if (more) issue(nst);
+        rt::async_commit();
+        run_step(st, std::bool_constant<kScatter>{});
+        st = st + 1 == kStages ? 0 : st + 1;
+        nst = nst + 1 == kStages ? 0 : nst + 1;
+      }
+      store_c();
+      return;
+    }
+  }
+  // Two LDS stages through registers, one barrier per block step: step
+  // blk+1 is loaded into registers before step blk's atoms run and stored
+  // into the other stage after them.
   if (nblk > 0) {
-    enter_tap();
     fetch();
     stash(0);
   }
   rt::barrier();
-  std::int64_t qs = 0;
   for (std::int64_t blk = 0; blk < nblk; ++blk) {
     const bool more = blk + 1 < nblk;
     if (more) fetch();
-    mma_block_step<Atom>(sA, sB, static_cast<int>(blk & 1), wm, wn, ceil_div(kdim - qs, Atom::K), acc);
-    qs = qs + kMmaBK < kdim ? qs + kMmaBK : 0;
+    run_step(static_cast<int>(blk & 1), std::false_type{});
     if (more) {
       stash(static_cast<int>((blk + 1) & 1));
       rt::barrier();
     }
   }
-  Tout* O = static_cast<Tout*>(a.out);
-  const Tin* B = static_cast<const Tin*>(a.bias);
-KGATE_UNROLL
-  for (int u = 0; u < TT::AM; ++u)
-KGATE_UNROLL
-    for (int v = 0; v < TT::AN; ++v)
-      mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
-        const std::int64_t row = orow[wm * TT::WTM + u * Atom::M + i], c = c0 + wn * TT::WTN + v * Atom::N + j;
-        if (row < 0 || c >= ndim) return;
-        put_output<Tin, Tout>(O, B, row, grp * ndim + c, y);
-      });
+  store_c();
 }
 
 // ---------------------------------------------------------------------------
@@ -665,11 +793,16 @@ KGATE_UNROLL
 // block tile's 128 side: taps x clg is the long one in every layer) and c
 // over the group's small channels (the 64 side), K = the split's slice of
 // rows (n, i) in blocks of kMmaBK rows; grid (m tiles, groups x c tiles,
-// splits). Both operands arrive with M or N contiguous and K strided, so
-// the stash transposes them into the [row][k] LDS layout mma_block_step
-// reads. The plan takes this kernel only where clg is a multiple of 8, so
-// that a pack of 8 m columns lies in one tap (one load of 8 channels). Rows
-// past the slice and taps that fall into the padding load as +0. Each
+// splits). Both operands arrive with M or N contiguous and K strided: sm_90
+// atoms with 16-byte runs stage them so, K-major, by asynchronous copies
+// three stages deep and read them with the K-major fragment loads; gfx942
+// atoms (and element loads) go through registers and the stash transposes
+// them into the [row][k] layout. The M side counts each tap's large
+// channels padded to whole packs of 8 (clgp), so that a pack of 8 m
+// columns lies in one tap (one load of up to 8 channels; where clg is not
+// a multiple of 8, element loads, the padding columns holding copies of the
+// tap's last channel: their sums are never stored). Rows past the slice and taps that fall into the padding load
+// as +0. Each
 // output is one chain over the slice's rows in atom-K chunks (the last
 // chunk holding a row ends it); the slice's fp32 partial goes to
 // ws[split][c][tap][ci] exactly as conv_wgrad writes it, for conv_tree.
@@ -686,7 +819,10 @@ KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, kMmaThreads, kMmaMinBlocks, WgradArgs a) 
   static_assert(TT::LDK % kAPass == 0 && TT::LDK % kBPass == 0);  // aligned transposed stores
   const Geom& g = a.g;
   const int t = static_cast<int>(rt::thread_idx().x);
-  const std::int64_t mdim = g.taps * g.clg;
+  const std::int64_t mdim = g.taps * g.clg;                     // dw columns per small channel
+  // Large channels per tap on the M side; the plan keeps taps x clgp below
+  // 2^31 (32-bit column arithmetic).
+  const std::int32_t clgp = static_cast<std::int32_t>(ceil_div(g.clg, kMmaVec) * kMmaVec);
   const std::int64_t col_tiles = ceil_div(g.csg, kMmaBN);
   const std::int64_t grp = rt::block_idx().y / col_tiles;
   const std::int64_t c0 = (rt::block_idx().y % col_tiles) * kMmaBN;
@@ -695,24 +831,28 @@ KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, kMmaThreads, kMmaMinBlocks, WgradArgs a) 
   const std::int64_t K = std::int64_t{g.n} * g.s_pos;
   const std::int64_t r_begin = split * a.slice;
   const std::int64_t r_end = r_begin + a.slice < K ? r_begin + a.slice : K;
-  KGATE_LDS(sA, std::uint16_t, 2 * TT::kASize);
-  KGATE_LDS(sB, std::uint16_t, 2 * TT::kBSize);
+  constexpr int kStages = TT::kStages;
+  KGATE_LDS(sA, std::uint16_t, kStages * TT::kASize);
+  KGATE_LDS(sB, std::uint16_t, kStages * TT::kBSize);
   // The tap offsets of large channel column m (in KD, KH, KW order).
   auto offsets_of = [&](std::int64_t m, std::int32_t (&off)[3]) {
-    const std::int64_t tap = m / g.clg;
+    const std::int64_t tap = m / clgp;
     const std::int32_t k2 = static_cast<std::int32_t>(tap % g.K[2]), k1 = static_cast<std::int32_t>((tap / g.K[2]) % g.K[1]),
                        k0 = static_cast<std::int32_t>(tap / (std::int64_t{g.K[2]} * g.K[1]));
     off[0] = k0 * g.dil[0] - g.pad[0];
     off[1] = k1 * g.dil[1] - g.pad[1];
     off[2] = k2 * g.dil[2] - g.pad[2];
   };
-  // This work-item's A pack: columns ma .. ma+7 (clg is a multiple of 8:
-  // one tap, the plan's rule) and its B pack: small channels cb .. cb+7.
+  // This work-item's A pack: columns ma .. ma+7 (one tap: clgp is whole
+  // packs), large channels ma % clgp .. of which acount exist, and its B
+  // pack: small channels cb .. cb+7.
   const std::int64_t ma = m0 + (t % kAPacks) * kMmaVec;
+  const bool a_live = ma < std::int64_t{g.taps} * clgp;
   std::int32_t aoff[3] = {0, 0, 0};
-  if (ma < mdim) offsets_of(ma, aoff);
+  if (a_live) offsets_of(ma, aoff);
+  const std::int64_t acount = g.clg - ma % clgp;
   const std::int64_t cb = c0 + (t % kBPacks) * kMmaVec;
-  const Tin* Lg = static_cast<const Tin*>(a.large) + grp * g.clg + ma % g.clg;
+  const Tin* Lg = static_cast<const Tin*>(a.large) + grp * g.clg + ma % clgp;
   const Tin* Sm = static_cast<const Tin*>(a.small) + grp * g.csg + cb;
   // The offset of large position i*stride + off of batch b, or -1 in the padding.
   // (32-bit coordinates: i*stride + off stays below 2^31 for extents and
@@ -745,22 +885,26 @@ KGATE_UNROLL
     while (c[1] >= g.S[0]) c[1] -= g.S[0], ++c[0];
   };
   P pa[kAPass], pb[kBPass];
-  // B rows advance by a pointer (kMmaBK rows of cs channels per fetch).
+  // B rows advance by a pointer (kMmaBK rows of cs channels per step).
   const Tin* sp = Sm + (r_begin + rb) * g.cs;
-  auto fetch = [&](std::int64_t r0) {
+  // The position of block step r0 (called for r_begin, then each next step).
+  auto step_to = [&](std::int64_t r0) {
     if (r0 != r_begin) {
       next_row(rc, kMmaBK);
       sp += kMmaBK * std::int64_t{g.cs};
     }
+  };
+  auto fetch = [&](std::int64_t r0) {
+    step_to(r0);
     const std::int64_t left = r_end - r0;  // rows of the slice from r0
     std::int32_t c[4] = {rc[0], rc[1], rc[2], rc[3]};
 KGATE_UNROLL
     for (int s = 0; s < kAPass; ++s) {
       if (s > 0) next_row(c, 1);
       pa[s] = P{};
-      if (ra + s >= left || ma >= mdim) continue;
+      if (ra + s >= left || !a_live) continue;
       const std::int64_t at = large_at(c, aoff);
-      if (at >= 0) pa[s] = load_pack(Lg + at, kMmaVec, a.wide);  // ma < mdim: all 8 (clg % 8 == 0)
+      if (at >= 0) pa[s] = load_pack_clamped(Lg + at, acount, a.wide);  // columns past clg: padding
     }
 KGATE_UNROLL
     for (int s = 0; s < kBPass; ++s)
@@ -788,6 +932,70 @@ KGATE_UNROLL
 KGATE_UNROLL
     for (int v = 0; v < TT::AN; ++v) acc[u][v] = rt::mma::zero_c<Atom>();
   const std::int64_t nblk = r_end > r_begin ? ceil_div(r_end - r_begin, kMmaBK) : 0;
+  auto store_out = [&] {
+    float* out = a.ws + split * (std::int64_t{g.cs} * mdim);
+KGATE_UNROLL
+    for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+      for (int v = 0; v < TT::AN; ++v)
+        rt::mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
+          const std::int64_t m = m0 + wm * TT::WTM + u * Atom::M + i, c = c0 + wn * TT::WTN + v * Atom::N + j;
+          if (c >= g.csg) return;
+          const std::uint32_t tap = static_cast<std::uint32_t>(m) / static_cast<std::uint32_t>(clgp),
+                              ci = static_cast<std::uint32_t>(m) - tap * static_cast<std::uint32_t>(clgp);
+          if (tap >= static_cast<std::uint32_t>(g.taps) || ci >= static_cast<std::uint32_t>(g.clg)) return;  // past M, a padding column
+          out[(grp * g.csg + c) * mdim + std::int64_t{tap} * g.clg + ci] = y;
+        });
+  };
+  if constexpr (kStages > 2) {
+    if (a.wide) {
+      // Asynchronous copies kStages deep, as conv_mma's: both operands are
+      // staged as they arrive, K-major (A: [row of K][m] with pitch
+      // kMmaLDM, B: [row of K][c] with pitch kMmaLDN), and read with the
+      // K-major fragment loads; rows past the slice and padding taps are
+      // zero-filled.
+      const Tin* large0 = static_cast<const Tin*>(a.large);
+      const Tin* small0 = static_cast<const Tin*>(a.small);
+      auto issue = [&](std::int64_t r0, int st) {
+        step_to(r0);
+        const std::int64_t left = r_end - r0;
+        std::int32_t c[4] = {rc[0], rc[1], rc[2], rc[3]};
+KGATE_UNROLL
+        for (int s = 0; s < kAPass; ++s) {
+          if (s > 0) next_row(c, 1);
+          const std::int64_t at = ra + s < left && a_live ? large_at(c, aoff) : -1;
+          sA.copy_async<P>(st * TT::kASize + (ra + s) * kMmaLDM + (t % kAPacks) * kMmaVec,
+                           reinterpret_cast<const P*>(at >= 0 ? Lg + at : large0), at >= 0);
+        }
+KGATE_UNROLL
+        for (int s = 0; s < kBPass; ++s) {
+          const bool in = rb + s < left && cb < g.csg;
+          sB.copy_async<P>(st * TT::kBSize + (rb + s) * kMmaLDN + (t % kBPacks) * kMmaVec,
+                           reinterpret_cast<const P*>(in ? sp + s * std::int64_t{g.cs} : small0), in);
+        }
+      };
+      for (int st = 0; st < kStages - 1; ++st) {
+        if (st < nblk) issue(r_begin + st * kMmaBK, st);
+        rt::async_commit();
+      }
+      int st = 0, nst = kStages - 1;
+      for (std::int64_t blk = 0; blk < nblk; ++blk) {
+        rt::async_wait<kStages - 2>();
+        rt::barrier();
+        if (blk + kStages - 1 < nblk) issue(r_begin + (blk + kStages - 1) * kMmaBK, nst);
+        rt::async_commit();
+        const std::int64_t r0 = r_begin + blk * kMmaBK;
+        mma_block_step<Atom, true, true>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn,
+                                         ceil_div(r_end - r0, Atom::K), acc);
+        st = st + 1 == kStages ? 0 : st + 1;
+        nst = nst + 1 == kStages ? 0 : nst + 1;
+      }
+      store_out();
+      return;
+    }
+  }
+  // Two stages through registers (the next step's loads in flight during
+  // the current step's atoms), transposed on the way into LDS.
   if (nblk > 0) {
     fetch(r_begin);
     stash(0);
@@ -797,22 +1005,14 @@ KGATE_UNROLL
     const std::int64_t r0 = r_begin + blk * kMmaBK;
     const bool more = blk + 1 < nblk;
     if (more) fetch(r0 + kMmaBK);
-    mma_block_step<Atom>(sA, sB, static_cast<int>(blk & 1), wm, wn, ceil_div(r_end - r0, Atom::K), acc);
+    const int st = static_cast<int>(blk & 1);
+    mma_block_step<Atom>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn, ceil_div(r_end - r0, Atom::K), acc);
     if (more) {
       stash(static_cast<int>((blk + 1) & 1));
       rt::barrier();
     }
   }
-  float* out = a.ws + split * (std::int64_t{g.cs} * mdim);
-KGATE_UNROLL
-  for (int u = 0; u < TT::AM; ++u)
-KGATE_UNROLL
-    for (int v = 0; v < TT::AN; ++v)
-      rt::mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
-        const std::int64_t m = m0 + wm * TT::WTM + u * Atom::M + i, c = c0 + wn * TT::WTN + v * Atom::N + j;
-        if (m >= mdim || c >= g.csg) return;
-        out[(grp * g.csg + c) * mdim + m] = y;
-      });
+  store_out();
 }
 
 // ---------------------------------------------------------------------------

@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <mutex>
+#include <unordered_map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,10 +73,30 @@ class lds_array {
   __device__ void store(std::size_t i, const V& v) const {
     *reinterpret_cast<V*>(p_ + i) = v;
   }
+  // Asynchronous copy (runtime.hpp, section 5): cp.async of sizeof(V) bytes,
+  // zero-filled where !valid (src is then not read).
+  template <class V>
+  __device__ void copy_async(std::size_t i, const V* src, bool valid) const {
+    static_assert(sizeof(V) == 4 || sizeof(V) == 8 || sizeof(V) == 16, "cp.async moves 4, 8 or 16 bytes");
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(p_ + i));
+    const int n = valid ? static_cast<int>(sizeof(V)) : 0;
+    if constexpr (sizeof(V) == 16)  // .cg: through L2 only (a staged tile is read once per workgroup)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+    else
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(sizeof(V)), "r"(n)
+                   : "memory");
+  }
 
  private:
   T* p_;
 };
+
+__device__ inline void async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ inline void async_wait() {
+  static_assert(N >= 0 && N <= 7, "cp.async.wait_group takes 0 .. 7");
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 
 namespace detail {
 template <class T>
@@ -377,14 +399,27 @@ inline void device_memset(void* dst, int byte, std::size_t bytes, Stream* s = nu
 // 11. Launch
 using LaunchConfig = BasicLaunchConfig<Stream>;
 
+namespace detail {
+// A kernel whose static and dynamic shared memory together pass 48 KiB needs
+// an opt-in for its dynamic size (cudaFuncSetAttribute), or the launch fails
+// with an invalid argument. Set once per kernel for the largest size asked.
+inline void allow_dynamic_lds(const void* kernel, std::size_t bytes, const char* name) {
+  static std::mutex m;
+  static std::unordered_map<const void*, std::size_t> allowed;
+  std::lock_guard<std::mutex> lk(m);
+  std::size_t& a = allowed[kernel];
+  if (bytes <= a) return;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+        std::string("cudaFuncSetAttribute for kernel '") + name + "'");
+  a = bytes;
+}
+}  // namespace detail
+
 template <class... P, class... A>
 void launch(const char* name, void (*kernel)(P...), const LaunchConfig& cfg, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "kernel argument count mismatch");
   detail::check_launch(name, cfg.grid, cfg.block, cfg.lds_bytes);
-  if (cfg.lds_bytes > 48 * 1024)  // above 48 KiB CUDA needs an opt-in per kernel
-    detail::check(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(cfg.lds_bytes)),
-                  std::string("cudaFuncSetAttribute for kernel '") + name + "'");
+  if (cfg.lds_bytes > 0) detail::allow_dynamic_lds(reinterpret_cast<const void*>(kernel), cfg.lds_bytes, name);
   const ::dim3 g(cfg.grid.x, cfg.grid.y, cfg.grid.z), b(cfg.block.x, cfg.block.y, cfg.block.z);
   kernel<<<g, b, cfg.lds_bytes, detail::native(cfg.stream)>>>(static_cast<P>(std::forward<A>(args))...);
   detail::check(cudaGetLastError(), std::string("launch of kernel '") + name + "'");

@@ -68,10 +68,28 @@ class lds_array {
   __device__ void store(std::size_t i, const V& v) const {
     *reinterpret_cast<V*>(p_ + i) = v;
   }
+  // Asynchronous copy (runtime.hpp, section 5): gfx942 has no 16-byte
+  // global-to-LDS copy, so the copy is a load and a store at the call, which
+  // is one valid schedule of the contract; commit and wait are empty.
+  template <class V>
+  __device__ void copy_async(std::size_t i, const V* src, bool valid) const {
+    static_assert(sizeof(V) == 4 || sizeof(V) == 8 || sizeof(V) == 16, "asynchronous copies move 4, 8 or 16 bytes");
+    // Moved as a vector of dwords (a struct copy can go through scratch).
+    using W = std::conditional_t<sizeof(V) == 16, uint4, std::conditional_t<sizeof(V) == 8, uint2, unsigned>>;
+    W w{};
+    if (valid) w = *reinterpret_cast<const W*>(src);
+    *reinterpret_cast<W*>(p_ + i) = w;
+  }
 
  private:
   T* p_;
 };
+
+__device__ inline void async_commit() {}
+template <int N>
+__device__ inline void async_wait() {
+  static_assert(N >= 0 && N <= 7, "wait takes 0 .. 7 (CUDA's cp.async.wait_group)");
+}
 
 namespace detail {
 template <class T>

@@ -381,52 +381,59 @@ KGATE_DEVICE b_frag<Atom> load_b_run(F&& at) {
 // GEMM): load_a_lds<Atom>(l, base, pitch) is load_a with
 // at(i, k) = l[base + i*pitch + k] (A stored by row, K contiguous), and
 // load_b_lds<Atom>(l, base, pitch) is load_b with
-// at(k, j) = l[base + j*pitch + k] (B stored by column, K contiguous). base
-// and pitch are multiples of 8 elements (16-byte rows; the host checks).
+// at(k, j) = l[base + j*pitch + k] (B stored by column, K contiguous).
+// The K-major forms take tiles stored the other way, as operands often
+// arrive from memory: load_a_lds_kmajor<Atom>(l, base, pitch) is load_a with
+// at(i, k) = l[base + k*pitch + i] (M contiguous), load_b_lds_kmajor with
+// at(k, j) = l[base + k*pitch + j] (N contiguous). base and pitch are
+// multiples of 8 elements (16-byte rows; the host checks).
 // CUDA reads an atom whose layout ldmatrix produces (ldmatrix_fits) with one
-// ldmatrix per fragment; the other backends, and CUDA for other atoms, read
-// the atom's K runs by coordinate, at most 8 bytes at a time. Every backend
-// returns the same values.
+// ldmatrix per fragment (.trans for the K-major forms); the other backends,
+// and CUDA for other atoms, read the atom's K runs by coordinate, at most 8
+// bytes at a time (K-major: element by element). Every backend returns the
+// same values.
 namespace detail {
 template <int V>
 struct alignas(2 * V) lds_run {
   std::uint16_t v[V];
 };
 // A position of operand Op as stored in LDS: (row, K) for A, (column, K)
-// for B.
-template <int Op>
+// for B; K-major: (K, row) for A, (K, column) for B.
+template <int Op, bool KMajor = false>
 KGATE_HD constexpr coord stored(coord x) {
-  return Op == opA ? x : coord{x.col, x.row};
+  return (Op == opA) != KMajor ? x : coord{x.col, x.row};
 }
 // ldmatrix.m8n8.b16 gives lane l, in its register w, elements (l/4, 2(l%4))
 // and (l/4, 2(l%4) + 1) of the 8x8 matrix whose rows lanes 8w .. 8w+7
 // address (x1, x2, x4: 1, 2, 4 matrices; the lower-column element in the
-// low half). An operand fits when its register elements 2w and 2w + 1 lie
-// there relative to lane 0's element 2w, in stored orientation, with that
-// origin on a multiple of 8 along K.
-template <class Atom, int Op>
+// low half); with .trans, elements (2(l%4), l/4) and (2(l%4) + 1, l/4). An
+// operand fits when its register elements 2w and 2w + 1 lie there relative
+// to lane 0's element 2w, in stored orientation, with that origin on a
+// multiple of 8 along the stored rows.
+template <class Atom, int Op, bool KMajor = false>
 KGATE_HD constexpr bool ldmatrix_fits() {
   constexpr layout L = layout_of<Atom, Op>();
   constexpr int n = L.regs() / 2;
   bool fits = Atom::lanes == 32 && (n == 1 || n == 2 || n == 4) &&
               (Atom::type == MmaType::bf16 || Atom::type == MmaType::f16);
   for (int w = 0; fits && w < n; ++w) {
-    const coord o = stored<Op>(L(0, 2 * w));
+    const coord o = stored<Op, KMajor>(L(0, 2 * w));
     fits = o.col % 8 == 0;
     for (int l = 0; l < 32; ++l)
       for (int h = 0; h < 2; ++h) {
-        const coord c = stored<Op>(L(l, 2 * w + h));
-        fits = fits && c.row == o.row + l / 4 && c.col == o.col + 2 * (l % 4) + h;
+        const coord c = stored<Op, KMajor>(L(l, 2 * w + h));
+        const int dr = KMajor ? 2 * (l % 4) + h : l / 4, dc = KMajor ? l / 4 : 2 * (l % 4) + h;
+        fits = fits && c.row == o.row + dr && c.col == o.col + dc;
       }
   }
   return fits;
 }
 
-template <class Atom, int Op, class Frag>
+template <class Atom, int Op, class Frag, bool KMajor = false>
 KGATE_DEVICE Frag load_lds(const lds_array<std::uint16_t>& l, int base, int pitch) {
   static_assert(std::is_same_v<operand_t<Atom>, std::uint16_t>, "LDS fragment loads are for 16-bit operands");
 #if defined(__CUDACC__)
-  constexpr bool kLdmatrix = ldmatrix_fits<Atom, Op>();
+  constexpr bool kLdmatrix = ldmatrix_fits<Atom, Op, KMajor>();
 #else
   constexpr bool kLdmatrix = false;
 #endif
@@ -435,18 +442,31 @@ KGATE_DEVICE Frag load_lds(const lds_array<std::uint16_t>& l, int base, int pitc
     constexpr layout L = layout_of<Atom, Op>();
     constexpr int n = L.regs() / 2;
     const int lane = lane_id();
-    const coord o = stored<Op>(L(0, 2 * ((lane / 8) % n)));
+    const coord o = stored<Op, KMajor>(L(0, 2 * ((lane / 8) % n)));
     const unsigned addr =
         static_cast<unsigned>(__cvta_generic_to_shared(l.data() + base + (o.row + lane % 8) * pitch + o.col));
     unsigned r[n];
-    if constexpr (n == 4)
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                   : "r"(addr));
-    else if constexpr (n == 2)
-      asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
-    else
-      asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(addr));
+    if constexpr (KMajor) {
+      if constexpr (n == 4)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr));
+      else if constexpr (n == 2)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+                     : "=r"(r[0]), "=r"(r[1])
+                     : "r"(addr));
+      else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(addr));
+    } else {
+      if constexpr (n == 4)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr));
+      else if constexpr (n == 2)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+      else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(addr));
+    }
     Frag f;
     memcpy(f.v, r, sizeof r);
     return f;
@@ -457,9 +477,9 @@ KGATE_DEVICE Frag load_lds(const lds_array<std::uint16_t>& l, int base, int pitc
       throw Error("mma LDS fragment load: base " + std::to_string(base) + " and pitch " + std::to_string(pitch) +
                   " must be multiples of 8 elements");
 #endif
-    constexpr int V = k_run<Atom, Op>() < 4 ? k_run<Atom, Op>() : 4;
+    constexpr int V = KMajor ? 1 : k_run<Atom, Op>() < 4 ? k_run<Atom, Op>() : 4;
     return load_run<Atom, Op, V, Frag>([&](int row, int col) {
-      const coord x = stored<Op>(coord{row, col});
+      const coord x = stored<Op, KMajor>(coord{row, col});
       const lds_run<V> p = l.template load<lds_run<V>>(base + x.row * pitch + x.col);
       frag<std::uint16_t, V> f;
       KGATE_MMA_UNROLL
@@ -480,12 +500,24 @@ KGATE_DEVICE b_frag<Atom> load_b_lds(const lds_array<std::uint16_t>& l, int base
   return detail::load_lds<Atom, detail::opB, b_frag<Atom>>(l, base, pitch);
 }
 
+template <class Atom>
+KGATE_DEVICE a_frag<Atom> load_a_lds_kmajor(const lds_array<std::uint16_t>& l, int base, int pitch) {
+  return detail::load_lds<Atom, detail::opA, a_frag<Atom>, true>(l, base, pitch);
+}
+
+template <class Atom>
+KGATE_DEVICE b_frag<Atom> load_b_lds_kmajor(const lds_array<std::uint16_t>& l, int base, int pitch) {
+  return detail::load_lds<Atom, detail::opB, b_frag<Atom>, true>(l, base, pitch);
+}
+
 // The sm_90 atoms' fragments are ldmatrix's: their LDS loads are one
 // instruction each on CUDA.
 static_assert(detail::ldmatrix_fits<sm90_m16n8k16_bf16, detail::opA>() &&
               detail::ldmatrix_fits<sm90_m16n8k16_bf16, detail::opB>() &&
               detail::ldmatrix_fits<sm90_m16n8k8_bf16, detail::opA>() &&
               detail::ldmatrix_fits<sm90_m16n8k8_bf16, detail::opB>() &&
+              detail::ldmatrix_fits<sm90_m16n8k16_bf16, detail::opA, true>() &&
+              detail::ldmatrix_fits<sm90_m16n8k16_bf16, detail::opB, true>() &&
               !detail::ldmatrix_fits<gfx942_32x32x8_bf16, detail::opA>());
 
 template <class Atom>

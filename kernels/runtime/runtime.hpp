@@ -13,7 +13,20 @@
 //   3. Indices         thread_idx, block_idx, block_dim, grid_dim, lane_id,
 //                      wave_id, wave_size, flat_thread_idx
 //   4. Barrier         barrier
-//   5. LDS             lds_array, KGATE_LDS (static), KGATE_LDS_DYNAMIC
+//   5. LDS             lds_array, KGATE_LDS (static), KGATE_LDS_DYNAMIC;
+//                      asynchronous global-to-LDS copies:
+//                      lds_array::copy_async(i, src, valid) copies one V
+//                      (4, 8 or 16 bytes, V's alignment at both ends) from
+//                      global src to element i, zeros where !valid (src
+//                      unread); async_commit() closes the work-item's
+//                      current group of copies; async_wait<N>() returns
+//                      when at most N of its committed groups are still
+//                      in flight. A copy's bytes are in LDS only after the
+//                      wait that completes its group (the host emulator
+//                      writes them there, not before), and other
+//                      work-items see them after a barrier that follows.
+//                      CUDA: cp.async; gfx942: a load and a store at the
+//                      call.
 //   6. Wave ops        shfl, shfl_xor, shfl_up, shfl_down, ballot, wave_any,
 //                      wave_all, readfirstlane
 //   7. Atomics         atomic_add/sub/min/max/and/or/xor/exch/cas (integers),

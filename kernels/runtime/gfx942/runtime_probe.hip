@@ -52,12 +52,17 @@ KGATE_KERNEL_BOUNDS(probe_lds, 256, float* out) {
   struct alignas(16) f4 {
     float v[4];
   };
+  KGATE_LDS(copied, float, 256 * 4);
   stat.store<f4>(4 * t, f4{{1.0f, 2.0f, 3.0f, static_cast<float>(t)}});
   dyn[t] = static_cast<float>(t);
+  copied.copy_async<f4>(4 * t, reinterpret_cast<const f4*>(out) + t, t % 2 == 0);
+  rt::async_commit();
+  rt::async_wait<0>();
   rt::barrier();
   const f4 y = stat.load<f4>(4 * (255 - t));
   const float z = dyn[255 - t];
-  out[t] = y.v[3] + z;
+  const float w = copied[4 * (255 - t)];
+  out[t] = y.v[3] + z + w;
 }
 
 KGATE_KERNEL_BOUNDS(probe_mfma, 64, const float* in, float* out) {

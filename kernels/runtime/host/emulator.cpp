@@ -22,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <deque>
 #include <vector>
 
 #include <sys/mman.h>
@@ -534,8 +535,18 @@ struct FiberStack {
   }
 };
 
+// An asynchronous copy in flight: its source bytes as read at the call.
+struct AsyncCopy {
+  unsigned char* dst;
+  std::size_t bytes;
+  unsigned char data[16];
+  std::source_location site;
+};
+
 struct Item : Lane {
   Executor* ex = nullptr;
+  std::vector<AsyncCopy> async_open;                  // copies since the last commit
+  std::deque<std::vector<AsyncCopy>> async_groups;  // committed groups in flight, oldest first
   ctx::fiber fiber;   // the work-item while it is suspended
   ctx::fiber caller;  // the scheduler while the work-item runs
   StackSpan stack;    // the fiber's stack
@@ -729,6 +740,8 @@ void Executor::run_workgroup(const LaunchState& L, std::uint64_t wg_linear) {
     it->cancel = false;
     it->wave_ops = 0;
     it->error = nullptr;
+    it->async_open.clear();  // copies a work-item never waited for do not land in the next workgroup's LDS
+    it->async_groups.clear();
   }
   fill_poison(lds, max_lds_bytes);
   lds_top = (L.dyn_lds + 15) / 16 * 16;
@@ -981,6 +994,30 @@ void lds_note(const void* p, std::size_t bytes, bool write, const std::source_lo
       s.reader2 = me;
       s.rsite2 = site;
     }
+  }
+}
+
+void async_copy(void* lds_dst, const void* src, std::size_t bytes, const std::source_location& site) {
+  Item* it = static_cast<Item*>(current);
+  AsyncCopy c{static_cast<unsigned char*>(lds_dst), bytes, {}, site};
+  if (src) std::memcpy(c.data, src, bytes);
+  it->async_open.push_back(c);
+}
+
+void async_commit() {
+  Item* it = static_cast<Item*>(current);
+  it->async_groups.push_back(std::move(it->async_open));
+  it->async_open.clear();
+}
+
+void async_wait(int n) {
+  Item* it = static_cast<Item*>(current);
+  while (it->async_groups.size() > static_cast<std::size_t>(n)) {
+    for (const AsyncCopy& c : it->async_groups.front()) {
+      if (it->check_lds) lds_note(c.dst, c.bytes, true, c.site);
+      std::memcpy(c.dst, c.data, c.bytes);
+    }
+    it->async_groups.pop_front();
   }
 }
 

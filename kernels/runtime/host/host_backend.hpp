@@ -151,6 +151,12 @@ void* lds_dynamic_bytes(std::size_t* bytes);
 [[noreturn]] void lds_index_error(std::size_t index, std::size_t size, const std::source_location& site);
 [[noreturn]] void lds_misaligned(std::size_t align, const std::source_location& site);
 void lds_note(const void* p, std::size_t bytes, bool write, const std::source_location& site);
+// Asynchronous copies (emulator.cpp): the source bytes are read at the call
+// (src nullptr: zeros) and written to LDS when async_wait completes their
+// group.
+void async_copy(void* lds_dst, const void* src, std::size_t bytes, const std::source_location& site);
+void async_commit();
+void async_wait(int n);
 
 // Fatal in-kernel error (MFMA misuse and the like) with the current site.
 [[noreturn]] void kernel_error(const char* what, const std::source_location& site);
@@ -270,6 +276,18 @@ class lds_array {
     if (host::detail::current->check_lds) host::detail::lds_note(p_ + i.v, sizeof(V), true, i.site);
     std::memcpy(p_ + i.v, &v, sizeof(V));
   }
+  // Asynchronous copy (runtime.hpp, section 5). The destination is checked
+  // (range, alignment) and noted for the race checker at the call and again
+  // when the copy lands.
+  template <class V>
+  void copy_async(lds_index i, const V* src, bool valid) const {
+    static_assert(sizeof(V) == 4 || sizeof(V) == 8 || sizeof(V) == 16, "asynchronous copies move 4, 8 or 16 bytes");
+    check_vec<V>(i);
+    if (valid && reinterpret_cast<std::uintptr_t>(src) % alignof(V) != 0)
+      host::detail::kernel_error("asynchronous copy from a global address not aligned to its size", i.site);
+    if (host::detail::current->check_lds) host::detail::lds_note(p_ + i.v, sizeof(V), true, i.site);
+    host::detail::async_copy(p_ + i.v, valid ? src : nullptr, sizeof(V), i.site);
+  }
   std::size_t size() const { return n_; }
 
  private:
@@ -297,6 +315,13 @@ lds_array<T> lds_dynamic() {
   return lds_array<T>(p, bytes / sizeof(T));
 }
 }  // namespace host::detail
+
+inline void async_commit() { host::detail::async_commit(); }
+template <int N>
+inline void async_wait() {
+  static_assert(N >= 0 && N <= 7, "wait takes 0 .. 7 (CUDA's cp.async.wait_group)");
+  host::detail::async_wait(N);
+}
 
 // KGATE_LDS(name, T, N): N elements of T in LDS, shared by the workgroup.
 // KGATE_LDS_DYNAMIC(name, T): the launch's dynamic LDS viewed as T.

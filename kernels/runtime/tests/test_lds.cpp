@@ -110,6 +110,42 @@ KGATE_KERNEL(misaligned_vector_lds, float* out, int start) {
   out[0] = buf[start];
 }
 
+// Asynchronous copies. Each work-item copies 16 bytes of `in` (its own
+// a16) into stage 0, zeros into stage 1, commits, and reads both stages of
+// its right neighbour after `mode`: 0 wait then barrier (correct), 1 only a
+// barrier (the copy has not landed: the reader sees poison), 2 wait without
+// a barrier (a race with the neighbour's copy landing).
+KGATE_KERNEL(async_copy_kernel, const a16* in, float* out, int mode) {
+  KGATE_LDS(buf, float, 2 * 4 * 64);
+  const unsigned t = rt::flat_thread_idx();
+  buf.copy_async<a16>(4 * t, in + t, true);
+  buf.copy_async<a16>(256 + 4 * t, in + t, false);
+  rt::async_commit();
+  if (mode != 1) rt::async_wait<0>();
+  if (mode != 2) rt::barrier();
+  const unsigned n = (t + 1) % 64;
+  for (int i = 0; i < 4; ++i) out[8 * t + i] = buf[4 * n + i];
+  for (int i = 0; i < 4; ++i) out[8 * t + 4 + i] = buf[256 + 4 * n + i];
+}
+
+// Groups land in order: three groups in flight, async_wait<N> leaves the
+// newest N pending. Work-item 0 only; out[k] is stage k's first float after
+// wait<2>, then wait<1>, then wait<0> (each sampled as 0 .. 2 landed).
+KGATE_KERNEL(async_groups_kernel, const a16* in, float* out) {
+  KGATE_LDS(buf, float, 3 * 4);
+  for (int k = 0; k < 3; ++k) {
+    buf[4 * k] = -1.0f;
+    buf.copy_async<a16>(4 * k, in + k, true);
+    rt::async_commit();
+  }
+  rt::async_wait<2>();
+  for (int k = 0; k < 3; ++k) out[k] = buf[4 * k];
+  rt::async_wait<1>();
+  for (int k = 0; k < 3; ++k) out[3 + k] = buf[4 * k];
+  rt::async_wait<0>();
+  for (int k = 0; k < 3; ++k) out[6 + k] = buf[4 * k];
+}
+
 class Lds : public ::testing::Test {
  protected:
   rt::host::ScopedConfig cfg_{rt::test::test_config()};
@@ -216,6 +252,40 @@ TEST_F(Lds, MisalignedVectorAccessIsReported) {
       error_of([&] { KGATE_LAUNCH(misaligned_vector_lds, (rt::LaunchConfig{1, 1}), out.data(), 1); });
   EXPECT_NE(msg.find("LDS vector access not aligned to 16 bytes"), std::string::npos) << msg;
   EXPECT_EQ(error_of([&] { KGATE_LAUNCH(misaligned_vector_lds, (rt::LaunchConfig{1, 1}), out.data(), 4); }), "");
+}
+
+TEST_F(Lds, AsynchronousCopyLandsAtTheWaitAndZeroFills) {
+  std::vector<a16> host_in(64);
+  for (int t = 0; t < 64; ++t)
+    for (int i = 0; i < 4; ++i) host_in[t].v[i] = static_cast<float>(10 * t + i);
+  rt::DeviceBuffer<a16> in(64);
+  in.upload(host_in);
+  rt::DeviceBuffer<float> out(8 * 64);
+  KGATE_LAUNCH(async_copy_kernel, (rt::LaunchConfig{1, 64}), in.data(), out.data(), 0);
+  const auto v = out.download();
+  for (int t = 0; t < 64; ++t)
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_EQ(v[8 * t + i], static_cast<float>(10 * ((t + 1) % 64) + i));
+      ASSERT_EQ(bits_of(v[8 * t + 4 + i]), 0u);  // !valid: zeros
+    }
+  // Without the wait the copies have not landed: the neighbour's stage is
+  // still the LDS poison.
+  KGATE_LAUNCH(async_copy_kernel, (rt::LaunchConfig{1, 64}), in.data(), out.data(), 1);
+  for (float f : out.download()) ASSERT_EQ(bits_of(f), rt::host::poison32);
+  // Without the barrier the neighbour's copy landing races with the read.
+  const std::string msg =
+      error_of([&] { KGATE_LAUNCH(async_copy_kernel, (rt::LaunchConfig{1, 64}), in.data(), out.data(), 2); });
+  EXPECT_NE(msg.find("LDS race"), std::string::npos) << msg;
+}
+
+TEST_F(Lds, AsynchronousCopyGroupsLandOldestFirst) {
+  std::vector<a16> host_in(3);
+  for (int k = 0; k < 3; ++k) host_in[k].v[0] = static_cast<float>(k + 1);
+  rt::DeviceBuffer<a16> in(3);
+  in.upload(host_in);
+  rt::DeviceBuffer<float> out(9);
+  KGATE_LAUNCH(async_groups_kernel, (rt::LaunchConfig{1, 1}), in.data(), out.data());
+  EXPECT_EQ(out.download(), (std::vector<float>{1, -1, -1, 1, 2, -1, 1, 2, 3}));
 }
 
 }  // namespace

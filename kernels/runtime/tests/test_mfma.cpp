@@ -422,23 +422,30 @@ TEST(Mma, KRunsFollowTheLayouts) {
 
 // LDS fragment loads (load_a_lds / load_b_lds) against load_a / load_b by
 // coordinate from the same LDS tiles (A by row, B by column, pitch K + 8,
-// tiles from element `base`): every lane's fragment, element for element.
+// tiles from element `base`), and the K-major loads from the transposed
+// tiles (pitch M + 8 and N + 8): every lane's fragment, element for element.
 template <class Atom>
 KGATE_KERNEL(lds_fragment_kernel, const std::uint16_t* a, const std::uint16_t* b, int base, int* mismatches) {
-  constexpr int P = Atom::K + 8;
+  constexpr int P = Atom::K + 8, PM = Atom::M + 8, PN = Atom::N + 8;
   KGATE_LDS(sa, std::uint16_t, 16 + Atom::M * P);
   KGATE_LDS(sb, std::uint16_t, 16 + Atom::N * P);
+  KGATE_LDS(sat, std::uint16_t, 16 + Atom::K * PM);
+  KGATE_LDS(sbt, std::uint16_t, 16 + Atom::K * PN);
   const int lane = rt::lane_id();
   for (int i = lane; i < Atom::M * P; i += Atom::lanes) sa[base + i] = a[i];
   for (int i = lane; i < Atom::N * P; i += Atom::lanes) sb[base + i] = b[i];
+  for (int x = lane; x < Atom::M * Atom::K; x += Atom::lanes) sat[base + (x % Atom::K) * PM + x / Atom::K] = a[(x / Atom::K) * P + x % Atom::K];
+  for (int x = lane; x < Atom::N * Atom::K; x += Atom::lanes) sbt[base + (x % Atom::K) * PN + x / Atom::K] = b[(x / Atom::K) * P + x % Atom::K];
   rt::barrier();
   const auto af = mma::load_a_lds<Atom>(sa, base, P);
   const auto bf = mma::load_b_lds<Atom>(sb, base, P);
+  const auto aft = mma::load_a_lds_kmajor<Atom>(sat, base, PM);
+  const auto bft = mma::load_b_lds_kmajor<Atom>(sbt, base, PN);
   const auto ar = mma::load_a<Atom>([&](int i, int k) { return static_cast<std::uint16_t>(sa[base + i * P + k]); });
   const auto br = mma::load_b<Atom>([&](int k, int j) { return static_cast<std::uint16_t>(sb[base + j * P + k]); });
   int bad = 0;
-  for (int r = 0; r < Atom::a().regs(); ++r) bad += af[r] != ar[r];
-  for (int r = 0; r < Atom::b().regs(); ++r) bad += bf[r] != br[r];
+  for (int r = 0; r < Atom::a().regs(); ++r) bad += (af[r] != ar[r]) + (aft[r] != ar[r]);
+  for (int r = 0; r < Atom::b().regs(); ++r) bad += (bf[r] != br[r]) + (bft[r] != br[r]);
   mismatches[lane] = bad;
 }
 
@@ -474,6 +481,8 @@ TEST(Mma, LdsFragmentLoadsAreTheCoordinateLoads) {
   // ldmatrix's distribution is the sm_90 atoms' (CUDA reads them with it),
   // not gfx942's.
   EXPECT_TRUE((mma::detail::ldmatrix_fits<mma::sm90_m16n8k16_f16, mma::detail::opB>()));
+  EXPECT_TRUE((mma::detail::ldmatrix_fits<mma::sm90_m16n8k16_f16, mma::detail::opA, true>()));
+  EXPECT_FALSE((mma::detail::ldmatrix_fits<mma::gfx942_32x32x8_bf16, mma::detail::opB, true>()));
   EXPECT_FALSE((mma::detail::ldmatrix_fits<mma::gfx942_16x16x16_bf16, mma::detail::opA>()));
   EXPECT_FALSE((mma::detail::ldmatrix_fits<mma::gfx942_32x32x2_f32, mma::detail::opA>()));
 }
