@@ -10,6 +10,7 @@
 
 #include "determinism/audit_env.hpp"
 #include "determinism/run_digest.hpp"
+#include "kernels/api.hpp"
 #include "kernels/conv3d/conv3d.hpp"
 #include "kernels/conv3d/conv_kernels.hpp"
 #include "kernels/runtime/runtime.hpp"
@@ -62,6 +63,46 @@ TEST(Determinism, RepeatsOrdersThreadCountsAndNanPrefill) {
     kernels::RunOptions nan;
     nan.prefill_nan = true;
     EXPECT_EQ(run_digests(p, f, nan), want) << d << " with NaN-prefilled outputs";
+  }
+}
+
+// The matrix-core kernels (conv_mma contract and scatter, conv_wgrad_mma)
+// on both emulated targets: gfx942's register staging and sm_90's
+// asynchronous copies and K-major fragment loads, in all six directions.
+const char* kMmaProblems[] = {
+    "conv3d.fwd bf16 n1 c32 k40 d9 kd3 p1 bias",          "conv3d.bwd_data fp16 n1 c24 k32 d12 kd3 s2 p1",
+    "conv3d.bwd_weight bf16 n2 c24 k32 d9 kd3 p1 bias",   "conv3d.bwd_weight bf16 n1 c3 k32 d12 kd3 p1",
+    "conv_transpose3d.fwd bf16 n1 c32 k24 d6 kd2 s2 bias", "conv_transpose3d.bwd_data fp16 n1 c32 k24 d6 kd3 s2 p1",
+    "conv_transpose3d.bwd_weight bf16 n1 c32 k24 d8 kd2 s2 bias",
+};
+
+TEST(Determinism, MatrixCoreKernelsOnBothTargetsAndEveryOrder) {
+  for (const rt::Target target : {rt::Target::gfx942, rt::Target::sm90}) {
+    for (const char* d : kMmaProblems) {
+      const Problem p = parse_descriptor(d);
+      const Fill f = parse_fill("signed", 23);
+      host::Config base = host::config_for(target, host::config());
+      base.threads = 1;
+      base.order = host::Order::in_order;
+      std::map<std::string, std::string> want;
+      {
+        host::ScopedConfig c(base);
+        ASSERT_EQ(kernels::plan(p).variant.rfind("mma", 0), 0u) << d << ": not a matrix-core plan";
+        want = run_digests(p, f);
+      }
+      for (int r = 0; r < 4; ++r) {
+        host::Config c = base;
+        c.threads = 1 + r % 4;
+        c.order = static_cast<host::Order>((r + 1) % 3);
+        c.seed = 2000 + r;
+        host::ScopedConfig s(c);
+        EXPECT_EQ(run_digests(p, f), want) << d << " threads " << c.threads << " order " << (r + 1) % 3;
+      }
+      host::ScopedConfig s(base);
+      kernels::RunOptions nan;
+      nan.prefill_nan = true;
+      EXPECT_EQ(run_digests(p, f, nan), want) << d << " with NaN-prefilled outputs";
+    }
   }
 }
 
