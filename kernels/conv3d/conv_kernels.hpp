@@ -639,18 +639,22 @@ KGATE_UNROLL
     if (e < ntaps) enter_tap();
   };
   P pa[kAPass], pb[kBLoads];
+  // Whether this work-item's A row s has channel q and, at the current tap,
+  // a source position inside the source.
+  auto a_in = [&](int s, std::int64_t q) {
+    bool in = q < kdim;
+KGATE_UNROLL
+    for (int x = 0; x < 3; ++x)
+      in = in && static_cast<std::uint32_t>(rj[s][x] + off[x]) < static_cast<std::uint32_t>(src[x]);
+    return in;
+  };
   // Global to registers: the block step (tap e, channels q0 .. q0 + BK),
   // then advance to the next.
   auto fetch = [&] {
     const std::int64_t q = q0 + kc * kMmaVec;
 KGATE_UNROLL
-    for (int s = 0; s < kAPass; ++s) {
-      bool in = q < kdim;
-KGATE_UNROLL
-      for (int x = 0; x < 3; ++x)
-        in = in && static_cast<std::uint32_t>(rj[s][x] + off[x]) < static_cast<std::uint32_t>(src[x]);
-      pa[s] = in ? load_pack(A + (abase[s] + tdelta + q0), kdim - q, a.wide) : P{};
-    }
+    for (int s = 0; s < kAPass; ++s)
+      pa[s] = a_in(s, q) ? load_pack(A + (abase[s] + tdelta + q0), kdim - q, a.wide) : P{};
 KGATE_UNROLL
     for (int s = 0; s < kBLoads; ++s) {
       const int l = t + s * kMmaThreads;
@@ -723,10 +727,7 @@ KGATE_UNROLL
         const std::int64_t q = q0 + kc * kMmaVec;
 KGATE_UNROLL
         for (int s = 0; s < kAPass; ++s) {
-          bool in = q < kdim;
-KGATE_UNROLL
-          for (int x = 0; x < 3; ++x)
-            in = in && static_cast<std::uint32_t>(rj[s][x] + off[x]) < static_cast<std::uint32_t>(src[x]);
+          const bool in = a_in(s, q);
           sT.copy_async<P>(a_at(st) + (t / kCK + kARows * s) * TT::LDK + kc * kMmaVec,
                            reinterpret_cast<const P*>(in ? A + (abase[s] + tdelta + q0) : A), in);
         }
