@@ -407,8 +407,8 @@ inline constexpr int kMmaVec = 8;                // elements per 16-byte load
 inline constexpr int kMmaMinBlocks = 2;
 inline constexpr int kMmaLDK = kMmaBK + 8;  // LDS row pitch of a staged operand (MmaTile)
 // LDS row pitches of K-major staged operands (K rows of M or N contiguous):
-// 272- and 144-byte rows, 16 bytes past a multiple of 128 as LDK's 80 are,
-// so the eight row reads of one fragment load fall in distinct banks.
+// 272- and 144-byte rows (16 bytes past a multiple of 128) put the eight
+// row reads of one fragment load in distinct banks, as LDK's 80-byte rows do.
 inline constexpr int kMmaLDM = kMmaBM + 8, kMmaLDN = kMmaBN + 8;
 static_assert(kMmaBK * kMmaLDM <= kMmaBM * kMmaLDK && kMmaBK * kMmaLDN <= kMmaBN * kMmaLDK);  // fit a stage
 // conv_mma's LDS stages, a function of the atom's target: sm_90 fills them
