@@ -484,6 +484,32 @@ KGATE_UNROLL
 template <class T>
 KGATE_DEVICE std::uint16_t bits_of(T v) { return v.bits; }
 
+// The asynchronous staging loop of the matrix-core kernels on sm_90: block
+// steps 0 .. nblk-1 through kStages LDS stages, one barrier per step.
+// issue(b, st) issues the copies of step b into stage st (called for b = 0,
+// 1, ... in order); step(b, st) runs step b's atoms from stage st. At step b
+// the copies of step b + kStages - 1 go into the stage step b - 1 used
+// (every work-item has left it: the barrier), so kStages - 1 steps' loads
+// are in flight while step b's atoms run.
+template <int kStages, class Issue, class Step>
+KGATE_DEVICE void async_stage_loop(std::int64_t nblk, Issue&& issue, Step&& step) {
+  static_assert(kStages > 2);
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < nblk) issue(std::int64_t{st}, st);
+    rt::async_commit();
+  }
+  int st = 0, nst = kStages - 1;
+  for (std::int64_t blk = 0; blk < nblk; ++blk) {
+    rt::async_wait<kStages - 2>();
+    rt::barrier();
+    if (blk + kStages - 1 < nblk) issue(blk + kStages - 1, nst);
+    rt::async_commit();
+    step(blk, st);
+    st = st + 1 == kStages ? 0 : st + 1;
+    nst = nst + 1 == kStages ? 0 : nst + 1;
+  }
+}
+
 // One LDS stage through a wave's atoms: K chunks 0 .. chunks-1 of the block
 // step (chunks <= kMmaBK / Atom::K; the caller stops the chain after the
 // last chunk holding a term, as the reduction plan counts it). A is staged
@@ -718,14 +744,11 @@ KGATE_UNROLL
   if (nblk > 0) enter_tap();
   if constexpr (kStages > 2) {
     if (a.wide) {
-      // kStages stages filled by asynchronous copies, one barrier per block
-      // step: at step blk the copies of step blk + kStages - 1 are issued
-      // into the stage step blk - 1 used (every work-item has left it: the
-      // barrier), so kStages - 1 steps' loads are in flight while step blk's
-      // atoms run. The scatter family's B rows (output channels contiguous)
-      // are staged as they are, K-major, and read with the K-major fragment
-      // loads.
-      auto issue = [&](int st) {
+      // kStages stages filled by asynchronous copies (async_stage_loop). The
+      // scatter family's B rows (output channels contiguous) are staged as
+      // they are, K-major, and read with the K-major fragment loads. Steps
+      // are issued in order, so the block-step state advances per issue.
+      auto issue = [&](std::int64_t, int st) {
         const std::int64_t q = q0 + kc * kMmaVec;
 KGATE_UNROLL
         for (int s = 0; s < kAPass; ++s) {
@@ -750,21 +773,8 @@ KGATE_UNROLL
         }
         advance();
       };
-      for (int st = 0; st < kStages - 1; ++st) {
-        if (st < nblk) issue(st);
-        rt::async_commit();
-      }
-      int st = 0, nst = kStages - 1;
-      for (std::int64_t blk = 0; blk < nblk; ++blk) {
-        rt::async_wait<kStages - 2>();
-        rt::barrier();
-        const bool more = blk + kStages - 1 < nblk;
-        if (more) issue(nst);
-        rt::async_commit();
-        run_step(st, std::bool_constant<kScatter>{});
-        st = st + 1 == kStages ? 0 : st + 1;
-        nst = nst + 1 == kStages ? 0 : nst + 1;
-      }
+      async_stage_loop<kStages>(nblk, issue,
+                                [&](std::int64_t, int st) { run_step(st, std::bool_constant<kScatter>{}); });
       store_c();
       return;
     }
@@ -804,9 +814,9 @@ KGATE_UNROLL
 // channels padded to whole packs of 8 (clgp), so that a pack of 8 m
 // columns lies in one tap (one load of up to 8 channels; where clg is not
 // a multiple of 8, element loads, the padding columns holding copies of the
-// tap's last channel: their sums are never stored). Rows past the slice and taps that fall into the padding load
-// as +0. Each
-// output is one chain over the slice's rows in atom-K chunks (the last
+// tap's last channel: their sums are never stored). Rows past the slice and
+// taps that fall into the padding load as +0. Each output is one chain over
+// the slice's rows in atom-K chunks (the last
 // chunk holding a row ends it); the slice's fp32 partial goes to
 // ws[split][c][tap][ci] exactly as conv_wgrad writes it, for conv_tree.
 
@@ -952,14 +962,15 @@ KGATE_UNROLL
   };
   if constexpr (kStages > 2) {
     if (a.wide) {
-      // Asynchronous copies kStages deep, as conv_mma's: both operands are
-      // staged as they arrive, K-major (A: [row of K][m] with pitch
+      // Asynchronous copies kStages deep (async_stage_loop): both operands
+      // are staged as they arrive, K-major (A: [row of K][m] with pitch
       // kMmaLDM, B: [row of K][c] with pitch kMmaLDN), and read with the
       // K-major fragment loads; rows past the slice and padding taps are
       // zero-filled.
       const Tin* large0 = static_cast<const Tin*>(a.large);
       const Tin* small0 = static_cast<const Tin*>(a.small);
-      auto issue = [&](std::int64_t r0, int st) {
+      auto issue = [&](std::int64_t b, int st) {
+        const std::int64_t r0 = r_begin + b * kMmaBK;
         step_to(r0);
         const std::int64_t left = r_end - r0;
         std::int32_t c[4] = {rc[0], rc[1], rc[2], rc[3]};
@@ -977,22 +988,10 @@ KGATE_UNROLL
                            reinterpret_cast<const P*>(in ? sp + s * std::int64_t{g.cs} : small0), in);
         }
       };
-      for (int st = 0; st < kStages - 1; ++st) {
-        if (st < nblk) issue(r_begin + st * kMmaBK, st);
-        rt::async_commit();
-      }
-      int st = 0, nst = kStages - 1;
-      for (std::int64_t blk = 0; blk < nblk; ++blk) {
-        rt::async_wait<kStages - 2>();
-        rt::barrier();
-        if (blk + kStages - 1 < nblk) issue(r_begin + (blk + kStages - 1) * kMmaBK, nst);
-        rt::async_commit();
-        const std::int64_t r0 = r_begin + blk * kMmaBK;
+      async_stage_loop<kStages>(nblk, issue, [&](std::int64_t blk, int st) {
         mma_block_step<Atom, true, true>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn,
-                                         ceil_div(r_end - r0, Atom::K), acc);
-        st = st + 1 == kStages ? 0 : st + 1;
-        nst = nst + 1 == kStages ? 0 : nst + 1;
-      }
+                                         ceil_div(r_end - (r_begin + blk * kMmaBK), Atom::K), acc);
+      });
       store_out();
       return;
     }
