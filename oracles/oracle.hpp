@@ -37,6 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reference/host_memory.hpp"
 #include "reference/fill.hpp"
 #include "reference/problem.hpp"
 #include "reference/reduction.hpp"
@@ -184,8 +185,8 @@ struct ElementwiseCheck {
   Dims dims;
   std::int64_t depth = 0;
   double u_acc = 0, u_out = 0, lambda = 0;
-  std::vector<double> bound2, bound3, scale;
-  std::vector<char> exact_ok;
+  LargeVector<double> bound2, bound3, scale;
+  LargeVector<char> exact_ok;
   std::string tier1_reason, tier3_reason;
 };
 Report decide(const ElementwiseCheck& check, const Tensor& reference, const Tensor& candidate,

@@ -113,6 +113,19 @@ struct fp16 {
 // a double (exact). Uses rint, so the caller's rounding mode must be the
 // default round-to-nearest-even.
 inline double round_to_format(double x, int precision, int emin, int emax) {
+  // Fast path, x a normal double whose exponent is in the target's normal
+  // range: round the significand to `precision` bits to nearest even on the
+  // bit pattern (a carry out of the significand steps the exponent, which is
+  // the right result). The general path below gives the same value.
+  std::uint64_t u = bit_cast<std::uint64_t>(x);
+  const int biased = static_cast<int>((u >> 52) & 0x7ffu);
+  if (biased != 0 && biased != 0x7ff && biased - 1023 >= emin) {
+    const int drop = 53 - precision;
+    const std::uint64_t lsb = (u >> drop) & 1u;
+    u = (u + ((std::uint64_t{1} << (drop - 1)) - 1u + lsb)) & ~((std::uint64_t{1} << drop) - 1u);
+    if (static_cast<int>((u >> 52) & 0x7ffu) - 1023 > emax) return std::copysign(INFINITY, x);
+    return bit_cast<double>(u);
+  }
   if (std::isnan(x) || std::isinf(x) || x == 0.0) return x;
   int e = std::ilogb(x);
   if (e < emin) e = emin;

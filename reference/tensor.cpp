@@ -1,5 +1,7 @@
 #include "reference/tensor.hpp"
 
+#include "reference/host_memory.hpp"
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -69,6 +71,7 @@ Tensor::Tensor(DType dtype, Dims dims, Unfilled) : dtype_(dtype), dims_(std::mov
   const std::size_t used = static_cast<std::size_t>(bytes), rounded = used == 0 ? 64 : (used + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();
+  advise_huge_pages(p, rounded);
   std::memset(static_cast<std::byte*>(p) + used, 0, rounded - used);  // the alignment padding
   data_.reset(static_cast<std::byte*>(p));
 }

@@ -345,7 +345,7 @@ Plan conv_plan(const ConvProblem& p) {
     case Kind::wgrad: {
       pl.params["splits"] = s.splits;
       pl.params["slice"] = s.slice;
-      pl.steps.push_back({"conv_tree", grid3(cv::ceil_div(s.dw_numel, cv::kThreads), 1, 1), block, 0});
+      pl.steps.push_back({"conv_tree", grid3(cv::tree_workgroups(s.dw_numel), 1, 1), block, 0});
       // Each slice: one atom chain over its rows (conv_wgrad_mma) or a
       // sequential loop (conv_wgrad); then the tree over the slices.
       ReductionPlan r = s.atom.ok ? mma_reduction(s.atom, 1, s.slice) : ReductionPlan::sequential(s.slice);
@@ -357,7 +357,7 @@ Plan conv_plan(const ConvProblem& p) {
         pl.params["db_splits"] = s.db_splits;
         pl.params["db_slice"] = s.db_slice;
         pl.steps.push_back({"conv_colsum", grid3(cv::ceil_div(p.cout, cv::kThreads), s.db_splits, 1), block, 0});
-        pl.steps.push_back({"conv_tree", grid3(cv::ceil_div(p.cout, cv::kThreads), 1, 1), block, 0});
+        pl.steps.push_back({"conv_tree", grid3(cv::tree_workgroups(p.cout), 1, 1), block, 0});
         ReductionPlan d;
         d.length = s.db_slice;
         d.splits = s.db_splits;
@@ -430,7 +430,7 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
           }
           mark();
           const cv::TreeArgs ta{part, s.dw_numel, s.splits, out.data()};
-          KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::ceil_div(s.dw_numel, cv::kThreads)), ta);
+          KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::tree_workgroups(s.dw_numel)), ta);
           mark();
           if (s.dp.db) {
             float* dpart = part + s.splits * s.dw_numel;
@@ -439,7 +439,7 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
             KGATE_LAUNCH((cv::conv_colsum<Tin>), conv_config(cv::ceil_div(p.cout, cv::kThreads), s.db_splits), ca);
             mark();
             const cv::TreeArgs tb{dpart, p.cout, s.db_splits, dbias->data()};
-            KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::ceil_div(p.cout, cv::kThreads)), tb);
+            KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::tree_workgroups(p.cout)), tb);
             mark();
           }
           break;

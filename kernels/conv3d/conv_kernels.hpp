@@ -1109,19 +1109,28 @@ KGATE_KERNEL_BOUNDS(conv_colsum, kThreads, ColsumArgs a) {
 // ---------------------------------------------------------------------------
 // The fixed tree over split partials: level w adds partial s + w into s for
 // s = 0, 2w, 4w, ... (w = 1, 2, 4, ...), then element e of partial 0 is the
-// result, rounded once to Tout.
+// result, rounded once to Tout. A workgroup covers kTreeRuns consecutive runs
+// of kThreads elements (a work-item one element of each run, so every access
+// stays coalesced): fewer, fuller workgroups for outputs of 10^8 elements.
+
+inline constexpr int kTreeRuns = 16;
+
+inline std::int64_t tree_workgroups(std::int64_t numel) { return ceil_div(numel, std::int64_t{kThreads} * kTreeRuns); }
 
 template <class Tout>
 KGATE_KERNEL_BOUNDS(conv_tree, kThreads, TreeArgs a) {
-  const std::int64_t e = static_cast<std::int64_t>(rt::block_idx().x) * kThreads + rt::thread_idx().x;
-  if (e >= a.numel) return;
-  float* p = a.ws + e;
-  for (std::int64_t w = 1; w < a.splits; w *= 2)
-    for (std::int64_t s = 0; s + w < a.splits; s += 2 * w) {
-      const float l = p[s * a.numel], r = p[(s + w) * a.numel];
-      p[s * a.numel] = l + r;
-    }
-  static_cast<Tout*>(a.out)[e] = from_f32<Tout>(p[0]);
+  const std::int64_t e0 = static_cast<std::int64_t>(rt::block_idx().x) * kThreads * kTreeRuns + rt::thread_idx().x;
+  for (int run = 0; run < kTreeRuns; ++run) {
+    const std::int64_t e = e0 + std::int64_t{run} * kThreads;
+    if (e >= a.numel) return;
+    float* p = a.ws + e;
+    for (std::int64_t w = 1; w < a.splits; w *= 2)
+      for (std::int64_t s = 0; s + w < a.splits; s += 2 * w) {
+        const float l = p[s * a.numel], r = p[(s + w) * a.numel];
+        p[s * a.numel] = l + r;
+      }
+    static_cast<Tout*>(a.out)[e] = from_f32<Tout>(p[0]);
+  }
 }
 
 }  // namespace kgate::kernels::cv

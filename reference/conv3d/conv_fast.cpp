@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "reference/conv3d/conv_geometry.hpp"
+#include "reference/host_memory.hpp"
 
 namespace kgate::ref::detail {
 
@@ -176,7 +177,7 @@ void scatter(const ConvGeom& g, const Tensor& small, const double* w, const doub
     Axis3 r{}, cnt{};
     std::array<std::vector<std::int64_t>, 3> taps;
     std::int64_t positions = 0, ntaps = 0;
-    std::vector<double> wp;  // [groups][ntaps*csg][clg]
+    LargeVector<double> wp;  // [groups][ntaps*csg][clg]
   };
   std::vector<Phase> phases;
   for (std::int64_t r0 = 0; r0 < g.stride[0]; ++r0)

@@ -126,6 +126,37 @@ TEST(Dtype, Fp64RoundsOnceNotThroughFp32) {
   }
 }
 
+// The fp64 conversions' bit-pattern path against MPFR where it is most
+// likely wrong: exact ties and their neighbours (the bits below the kept
+// significand are 100...0, 011...1, 100...01), the overflow threshold, the
+// bottom of the normal range, and arbitrary double bit patterns.
+TEST(Dtype, Fp64TiesAndBoundariesAgreeWithMpfr) {
+  std::mt19937_64 rng(20261204);
+  auto check = [](double v) {
+    ASSERT_TRUE(same_value(bf16_bits_to_fp32(fp64_to_bf16_bits(v)), mpfr_round_double_to(v, DType::bf16))) << v;
+    ASSERT_TRUE(same_value(fp16_bits_to_fp32(fp64_to_fp16_bits(v)), mpfr_round_double_to(v, DType::fp16))) << v;
+  };
+  for (int i = 0; i < 300'000; ++i) {
+    const int e = std::uniform_int_distribution<int>(-160, 140)(rng);
+    for (int precision : {8, 11}) {
+      const int drop = 53 - precision;
+      const std::uint64_t top = rng() & ~((std::uint64_t{1} << drop) - 1u) & ((std::uint64_t{1} << 52) - 1u);
+      const std::uint64_t half = std::uint64_t{1} << (drop - 1);
+      for (std::uint64_t low : {half, half - 1u, half + 1u, std::uint64_t{0}, (std::uint64_t{1} << drop) - 1u}) {
+        const std::uint64_t bits = (static_cast<std::uint64_t>(e + 1023) << 52) | top | low;
+        const double v = bit_cast<double>(bits);
+        check(v);
+        check(-v);
+      }
+    }
+    check(bit_cast<double>(rng()));
+  }
+  for (double v : {0x1.fep127, 0x1.ffp127, 0x1.ff0000000001p127, 0x1.feffffffffffp127, 65504.0, 65519.999, 65520.0,
+                   0x1p-126, 0x1.0000000000001p-126, 0x1.fffffffffffffp-127, 0x1p-14, 0x1.fffffffffffffp-15, 0x1p-24,
+                   0x1p-25, 0x1.0000000000001p-25, 0x1p-133, 0x1p-134, 0x1.8p-134})
+    for (double s : {1.0, -1.0}) check(s * v);
+}
+
 TEST(Dtype, LoadStoreRoundOnce) {
   unsigned char buf[8];
   store(DType::bf16, buf, 0, 1.0 + 0x1p-8 + 0x1p-30);

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "reference/host_memory.hpp"
 #include "reference/digest.hpp"
 #include "reference/error.hpp"
 #include "reference/npy.hpp"
@@ -238,6 +239,23 @@ TEST(Npy, PathsThatAreNotRegularFiles) {
   EXPECT_EQ(message((d / "missing.npy").string()), "cannot open: No such file or directory");
   EXPECT_EQ(message("/dev/null"), "is not a regular file");
   fs::remove_all(d);
+}
+
+// Huge-page advice covers only whole 2 MiB pages inside the region (never a
+// neighbour's memory) and skips regions too small to hold one.
+TEST(HostMemory, HugePageAdviceStaysInsideTheRegion) {
+  constexpr std::size_t H = kgate::kHugePageAdviceBytes;
+  void* block = std::aligned_alloc(H, 4 * H);
+  ASSERT_NE(block, nullptr);
+  auto* base = static_cast<unsigned char*>(block);
+  EXPECT_EQ(kgate::advise_huge_pages(base, 4 * H), 4 * H);        // aligned: all of it
+  EXPECT_EQ(kgate::advise_huge_pages(base + 1, 4 * H - 1), 3 * H);  // both ends cut to whole pages
+  EXPECT_EQ(kgate::advise_huge_pages(base + 1, 2 * H), H);
+  EXPECT_EQ(kgate::advise_huge_pages(base + 1, H + 1), 0u);         // no whole page inside
+  EXPECT_EQ(kgate::advise_huge_pages(base, H - 1), 0u);             // too small to ask
+  kgate::LargeVector<double> v(3 * H / sizeof(double), 1.5);        // the allocator advises and stores normally
+  EXPECT_EQ(v.front() + v.back(), 3.0);
+  std::free(block);
 }
 
 TEST(Tensor, TooBigForMemoryIsAnInputError) {

@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 
 #include "kernels/runtime/runtime.hpp"
+#include "reference/host_memory.hpp"
 
 // AddressSanitizer is told about every switch between a thread's own stack
 // and a work-item's fiber stack (see `switch_start` below); a build without
@@ -405,6 +406,7 @@ void* device_malloc(std::size_t bytes) {
   void* m = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) allocation_failed("device_malloc", bytes, true, "out of host memory");
   auto* base = static_cast<unsigned char*>(m);
+  kgate::advise_huge_pages(m, total);  // before the poison fill touches every page
   host::detail::fill_poison(base, total);
   if (mprotect(base + kGuard + data, kGuard, PROT_NONE) != 0) {
     munmap(m, total);
@@ -743,7 +745,10 @@ void Executor::run_workgroup(const LaunchState& L, std::uint64_t wg_linear) {
     it->async_open.clear();  // copies a work-item never waited for do not land in the next workgroup's LDS
     it->async_groups.clear();
   }
-  fill_poison(lds, max_lds_bytes);
+  // LDS starts each workgroup as poison: the dynamic part here, each static
+  // array when the workgroup declares it (lds_static_bytes). Bytes outside
+  // both are never reachable (LDS arrays check their indices).
+  fill_poison(lds, L.dyn_lds);
   lds_top = (L.dyn_lds + 15) / 16 * 16;
   statics.clear();
   ++epoch;
@@ -940,6 +945,7 @@ void* lds_static_bytes(std::size_t bytes, std::size_t align, const std::source_l
                 std::to_string(max_lds_bytes));
   ex.statics.push_back(StaticLds{site, bytes, off});
   ex.lds_top = off + bytes;
+  fill_poison(ex.lds + off, bytes);
   return ex.lds + off;
 }
 

@@ -86,6 +86,19 @@ KGATE_KERNEL(dynamic_and_static, int* out) {
   out[64] = static_cast<int>(dyn.size());
 }
 
+// Every workgroup reads its dynamic and static LDS before writing them, then
+// writes them: what a workgroup reads first must be poison however many
+// workgroups ran before it on the same emulator thread.
+KGATE_KERNEL(read_then_write_each_group, unsigned* out) {
+  KGATE_LDS_DYNAMIC(dyn, unsigned);
+  KGATE_LDS(stat, unsigned, 64);
+  const unsigned t = rt::flat_thread_idx(), wg = rt::block_idx().x;
+  out[wg * 128 + t] = dyn[t];
+  out[wg * 128 + 64 + t] = stat[t];
+  dyn[t] = wg + 1;
+  stat[t] = wg + 1;
+}
+
 // Vector access: 4 floats at once.
 struct f4 {
   float v[4];
@@ -201,6 +214,13 @@ TEST_F(Lds, UnwrittenLdsIsPoison) {
     ASSERT_EQ(bits_of(f), rt::host::poison32);
     ASSERT_TRUE(std::isnan(f));
   }
+}
+
+TEST_F(Lds, EachWorkgroupStartsFromPoison) {
+  constexpr unsigned kGroups = 8;
+  rt::DeviceBuffer<unsigned> out(kGroups * 128);
+  KGATE_LAUNCH(read_then_write_each_group, (rt::LaunchConfig{kGroups, 64, 64 * sizeof(unsigned)}), out.data());
+  for (unsigned v : out.download()) ASSERT_EQ(v, rt::host::poison32);
 }
 
 TEST_F(Lds, StaticLimitEnforced) {
