@@ -261,9 +261,15 @@ void with_mma_atom(F&& f) {
   }
 }
 
+// Work-items of the matrix-core kernel of `s` (conv_mma's wide wave tile or
+// conv_wgrad_mma's).
+int mma_threads(const Shape& s) {
+  return cv::mma_threads(s.atom.lanes, s.dp.kind == Kind::wgrad ? cv::kWgradWide : cv::kMmaWide);
+}
+
 rt::LaunchConfig mma_config(const Shape& s, std::size_t lds_bytes = 0) {
   rt::LaunchConfig c = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
-  c.block = rt::dim3(cv::kMmaThreads);
+  c.block = rt::dim3(static_cast<unsigned>(mma_threads(s)));
   c.lds_bytes = lds_bytes;
   return c;
 }
@@ -313,9 +319,9 @@ Plan conv_plan(const ConvProblem& p) {
   if (s.atom.ok) {
     pl.variant = std::string("mma-igemm/") + s.atom.name + "/" + std::to_string(cv::kMmaBM) + "x" +
                  std::to_string(cv::kMmaBN) + "x" + std::to_string(cv::kMmaBK);
-    pl.params = {{"threads", cv::kMmaThreads}, {"tile_m", cv::kMmaBM}, {"tile_n", cv::kMmaBN},
+    pl.params = {{"threads", mma_threads(s)}, {"tile_m", cv::kMmaBM}, {"tile_n", cv::kMmaBN},
                  {"tile_k", cv::kMmaBK},       {"atom_k", s.atom.k}};
-    const std::array<std::uint32_t, 3> mblock{cv::kMmaThreads, 1, 1};
+    const std::array<std::uint32_t, 3> mblock{static_cast<std::uint32_t>(mma_threads(s)), 1, 1};
     pl.params["stages"] = cv::mma_stages(s.atom.target);
     const std::uint64_t lds = s.dp.kind == Kind::wgrad ? 0 : cv::mma_dynamic_lds_bytes(s.atom.target);  // wgrad: static LDS
     pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], s.main_grid[2]), mblock, lds});
@@ -345,6 +351,7 @@ Plan conv_plan(const ConvProblem& p) {
     case Kind::wgrad: {
       pl.params["splits"] = s.splits;
       pl.params["slice"] = s.slice;
+      pl.params["tree_runs"] = cv::tree_runs(s.dw_numel);
       pl.steps.push_back({"conv_tree", grid3(cv::tree_workgroups(s.dw_numel), 1, 1), block, 0});
       // Each slice: one atom chain over its rows (conv_wgrad_mma) or a
       // sequential loop (conv_wgrad); then the tree over the slices.
@@ -429,7 +436,7 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
             KGATE_LAUNCH((cv::conv_wgrad<Tin>), conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]), wa);
           }
           mark();
-          const cv::TreeArgs ta{part, s.dw_numel, s.splits, out.data()};
+          const cv::TreeArgs ta{part, s.dw_numel, s.splits, out.data(), cv::tree_runs(s.dw_numel)};
           KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::tree_workgroups(s.dw_numel)), ta);
           mark();
           if (s.dp.db) {
@@ -438,7 +445,7 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
             const cv::ColsumArgs ca{dy, s.db_rows, p.cout, s.db_slice, dpart};
             KGATE_LAUNCH((cv::conv_colsum<Tin>), conv_config(cv::ceil_div(p.cout, cv::kThreads), s.db_splits), ca);
             mark();
-            const cv::TreeArgs tb{dpart, p.cout, s.db_splits, dbias->data()};
+            const cv::TreeArgs tb{dpart, p.cout, s.db_splits, dbias->data(), cv::tree_runs(p.cout)};
             KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::tree_workgroups(p.cout)), tb);
             mark();
           }

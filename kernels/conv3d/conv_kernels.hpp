@@ -58,7 +58,7 @@
 // its taps, listed once per workgroup), and B(q, c) is the weight read
 // through an index map, never a transformed copy: contract w[c][tap][q],
 // scatter w[q][tap][c] (stride 1: the forward contraction on the flipped,
-// channel-swapped weight). A workgroup of kMmaThreads work-items owns a
+// channel-swapped weight). A workgroup of four waves owns a
 // kMmaBM x kMmaBN block tile (waves in a grid, each a fixed grid of atoms:
 // MmaTile) and walks K in block steps of one tap x kMmaBK channels, one
 // barrier per step, reading the staged operands back with the runtime's LDS
@@ -137,6 +137,7 @@ struct TreeArgs {
   float* ws;  // [splits][numel], combined in place
   std::int64_t numel, splits;
   void* out;
+  int runs = 1;  // runs of kThreads elements per workgroup (tree_runs)
 };
 
 KGATE_HD constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -397,7 +398,6 @@ KGATE_UNROLL
 // Matrix cores: the contract and scatter families as one workgroup-tiled
 // implicit GEMM (the header's "Matrix cores" paragraph).
 
-inline constexpr int kMmaThreads = 256;          // work-items per workgroup
 inline constexpr int kMmaBM = 128, kMmaBN = 64;  // block tile: GEMM rows x output channels
 inline constexpr int kMmaBK = 32;                // channels of one tap staged per block step
 inline constexpr int kMmaVec = 8;                // elements per 16-byte load
@@ -436,24 +436,38 @@ KGATE_DEVICE rt::lds_array<std::uint16_t> mma_stage_lds() {
   }
 }
 
-// The wave grid of an atom: gfx942's 32x32 atoms 2x1 per wave (64x32, four
-// waves), sm_90's 16x8 atoms 2x4 per warp (32x32, eight warps): small wave
-// tiles keep the accumulators few, so that more warps are resident to hide
-// the latency of the loads and of the barrier. LDS rows are
-// padded by 8 elements: 80-byte rows put the eight 16-byte row reads of a
-// fragment load (ldmatrix on CUDA) in distinct banks and keep every 16-byte
-// access aligned.
-template <class Atom>
+// The wave grid of an atom over the kMmaBM x kMmaBN block tile. Wide
+// (conv_mma): a 64x32 wave tile on both targets, so four waves per
+// workgroup (gfx942: 2x1 32x32 atoms per wave, 256 work-items; sm_90: 4x4
+// 16x8 atoms per warp, 128 work-items). A warp's fragment loads per atom
+// halve against a 32x32 tile, at the price of 64 accumulator registers per
+// lane. Not wide (conv_wgrad_mma): 64x32 on gfx942, 32x32 on sm_90 (eight
+// warps), few accumulators so that more warps are resident to hide the
+// latency of its K-strided loads (on the H200 the wide tile made it slower,
+// PERFORMANCE.md). LDS rows are padded by 8 elements: 80-byte
+// rows put the eight 16-byte row reads of a fragment load (ldmatrix on
+// CUDA) in distinct banks and keep every 16-byte access aligned.
+KGATE_HD constexpr int mma_wave_tile_m(int lanes, bool wide) { return wide || lanes == 64 ? 64 : 32; }
+inline constexpr int kMmaWaveTileN = 32;
+// Work-items of a workgroup of an atom with `lanes` lanes.
+KGATE_HD constexpr int mma_threads(int lanes, bool wide) {
+  return (kMmaBM / mma_wave_tile_m(lanes, wide)) * (kMmaBN / kMmaWaveTileN) * lanes;
+}
+template <class Atom, bool kWide>
 struct MmaTile {
-  static constexpr int AM = (Atom::lanes == 64 ? 64 : 32) / Atom::M, AN = 32 / Atom::N;  // atoms per wave
-  static constexpr int WTM = AM * Atom::M, WTN = AN * Atom::N;                  // wave tile
-  static constexpr int WM = kMmaBM / WTM, WN = kMmaBN / WTN;                    // waves per workgroup
-  static_assert(WM * WTM == kMmaBM && WN * WTN == kMmaBN && WM * WN * Atom::lanes == kMmaThreads);
+  static constexpr int WTM = mma_wave_tile_m(Atom::lanes, kWide), WTN = kMmaWaveTileN;  // wave tile
+  static constexpr int AM = WTM / Atom::M, AN = WTN / Atom::N;                          // atoms per wave
+  static constexpr int WM = kMmaBM / WTM, WN = kMmaBN / WTN;                            // waves per workgroup
+  static constexpr int kThreads = mma_threads(Atom::lanes, kWide);
+  static_assert(AM * Atom::M == WTM && AN * Atom::N == WTN && WM * WTM == kMmaBM && WN * WTN == kMmaBN &&
+                WM * WN * Atom::lanes == kThreads);
   static_assert(kMmaBK % Atom::K == 0);
   static constexpr int LDK = kMmaLDK;  // A: [row][channel]; B: [output channel][channel]
   static constexpr int kASize = kMmaBM * LDK, kBSize = kMmaBN * LDK;
   static constexpr int kStages = mma_stages(Atom::target);
 };
+// The two kernels' tiles.
+inline constexpr bool kMmaWide = true, kWgradWide = false;
 
 // The kMmaVec elements at p: one 16-byte load when `wide` (all present and
 // aligned); otherwise element by element, the ones at or past n as +0.
@@ -517,12 +531,10 @@ KGATE_DEVICE void async_stage_loop(std::int64_t nblk, Issue&& issue, Step&& step
 // with row pitch LDK; K-major (kAK, kBK): as [k][GEMM row] with pitch
 // kMmaLDM, [k][GEMM column] with pitch kMmaLDN. The wave's tile is rows
 // wm*WTM.., columns wn*WTN.. of the block tile.
-template <class Atom, bool kAK = false, bool kBK = false>
+template <class Atom, class TT, bool kAK = false, bool kBK = false>
 KGATE_DEVICE void mma_block_step(const rt::lds_array<std::uint16_t>& sA, int a0, const rt::lds_array<std::uint16_t>& sB,
-                                 int b0, int wm, int wn, std::int64_t chunks,
-                                 rt::mma::c_frag<Atom> (&acc)[MmaTile<Atom>::AM][MmaTile<Atom>::AN]) {
+                                 int b0, int wm, int wn, std::int64_t chunks, rt::mma::c_frag<Atom> (&acc)[TT::AM][TT::AN]) {
   namespace mma = kgate::rt::mma;
-  using TT = MmaTile<Atom>;
   static_assert(TT::LDK % 8 == 0 && Atom::K % 8 == 0);  // 16-byte rows for the fragment loads
   const int abase = a0 + wm * TT::WTM * (kAK ? 1 : TT::LDK), bbase = b0 + wn * TT::WTN * (kBK ? 1 : TT::LDK);
   for (int kk = 0; kk < kMmaBK / Atom::K; ++kk) {
@@ -551,9 +563,10 @@ KGATE_UNROLL
 }
 
 template <class Atom, class Tin, class Tout, bool kScatter>
-KGATE_KERNEL_BOUNDS(conv_mma, kMmaThreads, GemmArgs a) {
+KGATE_KERNEL_BOUNDS(conv_mma, (MmaTile<Atom, kMmaWide>::kThreads), GemmArgs a) {
   namespace mma = kgate::rt::mma;
-  using TT = MmaTile<Atom>;
+  using TT = MmaTile<Atom, kMmaWide>;
+  constexpr int kMmaThreads = TT::kThreads;
   using P = Pack<Tin, kMmaVec>;
   constexpr int kCK = kMmaBK / kMmaVec;                                 // loads per staged row
   constexpr int kARows = kMmaThreads / kCK;                             // A rows per pass
@@ -724,7 +737,7 @@ KGATE_UNROLL
   // after the last atom-K chunk holding a channel.
   std::int64_t qs = 0;
   auto run_step = [&](int st, auto b_kmajor) {
-    mma_block_step<Atom, false, decltype(b_kmajor)::value>(sT, a_at(st), sT, b_at(st), wm, wn,
+    mma_block_step<Atom, TT, false, decltype(b_kmajor)::value>(sT, a_at(st), sT, b_at(st), wm, wn,
                                                            ceil_div(kdim - qs, Atom::K), acc);
     qs = qs + kMmaBK < kdim ? qs + kMmaBK : 0;
   };
@@ -821,8 +834,9 @@ KGATE_UNROLL
 // ws[split][c][tap][ci] exactly as conv_wgrad writes it, for conv_tree.
 
 template <class Atom, class Tin>
-KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, kMmaThreads, kMmaMinBlocks, WgradArgs a) {
-  using TT = MmaTile<Atom>;
+KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, (MmaTile<Atom, kWgradWide>::kThreads), kMmaMinBlocks, WgradArgs a) {
+  using TT = MmaTile<Atom, kWgradWide>;
+  constexpr int kMmaThreads = TT::kThreads;
   using P = Pack<Tin, kMmaVec>;
   constexpr int kAPacks = kMmaBM / kMmaVec;                    // packs per A row (m)
   constexpr int kBPacks = kMmaBN / kMmaVec;                    // packs per B row (c)
@@ -989,7 +1003,7 @@ KGATE_UNROLL
         }
       };
       async_stage_loop<kStages>(nblk, issue, [&](std::int64_t blk, int st) {
-        mma_block_step<Atom, true, true>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn,
+        mma_block_step<Atom, TT, true, true>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn,
                                          ceil_div(r_end - (r_begin + blk * kMmaBK), Atom::K), acc);
       });
       store_out();
@@ -1008,7 +1022,7 @@ KGATE_UNROLL
     const bool more = blk + 1 < nblk;
     if (more) fetch(r0 + kMmaBK);
     const int st = static_cast<int>(blk & 1);
-    mma_block_step<Atom>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn, ceil_div(r_end - r0, Atom::K), acc);
+    mma_block_step<Atom, TT>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn, ceil_div(r_end - r0, Atom::K), acc);
     if (more) {
       stash(static_cast<int>((blk + 1) & 1));
       rt::barrier();
@@ -1109,18 +1123,29 @@ KGATE_KERNEL_BOUNDS(conv_colsum, kThreads, ColsumArgs a) {
 // ---------------------------------------------------------------------------
 // The fixed tree over split partials: level w adds partial s + w into s for
 // s = 0, 2w, 4w, ... (w = 1, 2, 4, ...), then element e of partial 0 is the
-// result, rounded once to Tout. A workgroup covers kTreeRuns consecutive runs
+// result, rounded once to Tout. A workgroup covers `runs` consecutive runs
 // of kThreads elements (a work-item one element of each run, so every access
-// stays coalesced): fewer, fuller workgroups for outputs of 10^8 elements.
+// stays coalesced). One run per workgroup while that leaves fewer than
+// kTreeWideGroups workgroups: the trees of few elements over many splits
+// need every work-item the device has. Beyond it up to kTreeMaxRuns: outputs
+// of 10^8 elements in fewer, fuller workgroups (what the host emulator pays
+// for per workgroup is then spread over more elements).
 
-inline constexpr int kTreeRuns = 16;
+inline constexpr int kTreeMaxRuns = 16;
+inline constexpr std::int64_t kTreeWideGroups = 4096;
 
-inline std::int64_t tree_workgroups(std::int64_t numel) { return ceil_div(numel, std::int64_t{kThreads} * kTreeRuns); }
+inline int tree_runs(std::int64_t numel) {
+  const std::int64_t r = numel / (std::int64_t{kThreads} * kTreeWideGroups);
+  return static_cast<int>(r < 1 ? 1 : r > kTreeMaxRuns ? kTreeMaxRuns : r);
+}
+inline std::int64_t tree_workgroups(std::int64_t numel) {
+  return ceil_div(numel, std::int64_t{kThreads} * tree_runs(numel));
+}
 
 template <class Tout>
 KGATE_KERNEL_BOUNDS(conv_tree, kThreads, TreeArgs a) {
-  const std::int64_t e0 = static_cast<std::int64_t>(rt::block_idx().x) * kThreads * kTreeRuns + rt::thread_idx().x;
-  for (int run = 0; run < kTreeRuns; ++run) {
+  const std::int64_t e0 = static_cast<std::int64_t>(rt::block_idx().x) * kThreads * a.runs + rt::thread_idx().x;
+  for (int run = 0; run < a.runs; ++run) {
     const std::int64_t e = e0 + std::int64_t{run} * kThreads;
     if (e >= a.numel) return;
     float* p = a.ws + e;

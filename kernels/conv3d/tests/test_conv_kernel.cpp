@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kernels/api.hpp"
+#include "kernels/conv3d/conv_kernels.hpp"
 #include "kernels/driver.hpp"
 #include "kernels/runtime/runtime.hpp"
 #include "oracles/oracle.hpp"
@@ -83,6 +84,27 @@ TEST(ConvKernel, PlansAreValuesWithTheirStructure) {
   EXPECT_EQ(w.reduction.at("dw").combine, PartialCombine::tree);
   EXPECT_EQ(w.reduction.at("db").splits, w.params.at("db_splits"));
   EXPECT_GT(w.workspace_bytes, 0u);
+  EXPECT_EQ(w.params.at("tree_runs"), 1);
+}
+
+// conv_tree's runs per workgroup: one for the few-element trees over many
+// splits (every work-item the device has), more only where kTreeWideGroups
+// workgroups remain; the grid covers every element once.
+TEST(ConvKernel, TreeRunsKeepTheDeviceFull) {
+  namespace cv = kernels::cv;
+  EXPECT_EQ(cv::tree_runs(64 * 27 * 3), 1);
+  EXPECT_EQ(cv::tree_runs(std::int64_t{cv::kThreads} * cv::kTreeWideGroups * 2 - 1), 1);
+  EXPECT_EQ(cv::tree_runs(std::int64_t{cv::kThreads} * cv::kTreeWideGroups * 2), 2);
+  EXPECT_EQ(cv::tree_runs(std::int64_t{2048} * 27 * 2048), cv::kTreeMaxRuns);
+  for (std::int64_t n : {std::int64_t{1}, std::int64_t{5184}, std::int64_t{1} << 20, std::int64_t{3} << 21,
+                         std::int64_t{2048} * 27 * 2048, std::int64_t{5} << 31}) {
+    const std::int64_t per = std::int64_t{cv::kThreads} * cv::tree_runs(n), groups = cv::tree_workgroups(n);
+    EXPECT_GE(groups * per, n) << n;
+    EXPECT_LT((groups - 1) * per, n) << n;
+    if (cv::tree_runs(n) > 1) {
+      EXPECT_GE(groups, cv::kTreeWideGroups) << n;
+    }
+  }
 }
 
 TEST(ConvKernel, RefusesAForeignPlan) {
