@@ -870,6 +870,113 @@ KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, (MmaTile<Atom, kWgradWide>::kThreads), kM
     off[1] = k1 * g.dil[1] - g.pad[1];
     off[2] = k2 * g.dil[2] - g.pad[2];
   };
+  const int wave = t / Atom::lanes, wm = wave % TT::WM, wn = wave / TT::WM;
+  rt::mma::c_frag<Atom> acc[TT::AM][TT::AN];
+KGATE_UNROLL
+  for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+    for (int v = 0; v < TT::AN; ++v) acc[u][v] = rt::mma::zero_c<Atom>();
+  const std::int64_t nblk = r_end > r_begin ? ceil_div(r_end - r_begin, kMmaBK) : 0;
+  auto store_out = [&] {
+    float* out = a.ws + split * (std::int64_t{g.cs} * mdim);
+KGATE_UNROLL
+    for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+      for (int v = 0; v < TT::AN; ++v)
+        rt::mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
+          const std::int64_t m = m0 + wm * TT::WTM + u * Atom::M + i, c = c0 + wn * TT::WTN + v * Atom::N + j;
+          if (c >= g.csg) return;
+          const std::uint32_t tap = static_cast<std::uint32_t>(m) / static_cast<std::uint32_t>(clgp),
+                              ci = static_cast<std::uint32_t>(m) - tap * static_cast<std::uint32_t>(clgp);
+          if (tap >= static_cast<std::uint32_t>(g.taps) || ci >= static_cast<std::uint32_t>(g.clg)) return;  // past M, a padding column
+          out[(grp * g.csg + c) * mdim + std::int64_t{tap} * g.clg + ci] = y;
+        });
+  };
+  if constexpr (kStages > 2) {
+    if (a.wide) {
+      // Asynchronous copies kStages deep (async_stage_loop): both operands
+      // are staged as they arrive, K-major (A: [row of K][m] with pitch
+      // kMmaLDM, B: [row of K][c] with pitch kMmaLDN), and read with the
+      // K-major fragment loads; rows past the slice and padding taps are
+      // zero-filled. A work-item copies within one row of K (kRowT of them
+      // share a row): kAP packs of A and kBP of B, so that the row's
+      // position is advanced and its offset formed once per block step for
+      // all of them (the copies' address arithmetic, not the atoms, is most
+      // of this kernel's instructions).
+      constexpr int kRowT = kMmaThreads / kMmaBK;
+      constexpr int kAP = kAPacks / kRowT, kBP = kBPacks / kRowT;
+      static_assert(kRowT * kMmaBK == kMmaThreads && kAP * kRowT == kAPacks && kBP * kRowT == kBPacks);
+      const int kr = t / kRowT, kp = t % kRowT;
+      const Tin* large0 = static_cast<const Tin*>(a.large);
+      const Tin* small0 = static_cast<const Tin*>(a.small);
+      // A pack u: columns m0 + (kp*kAP + u)*8 .. +7 (one tap), its tap
+      // offsets and the element offset of that tap and channel relative to
+      // its row's position (negative offsets are fine: a position inside
+      // the large tensor is checked before the sum is used).
+      std::int32_t uoff[kAP][3];
+      std::int64_t utap[kAP];
+      bool ulive[kAP];
+KGATE_UNROLL
+      for (int u = 0; u < kAP; ++u) {
+        const std::int64_t m = m0 + (kp * kAP + u) * kMmaVec;
+        ulive[u] = m < std::int64_t{g.taps} * clgp;
+        uoff[u][0] = uoff[u][1] = uoff[u][2] = 0;
+        if (ulive[u]) offsets_of(m, uoff[u]);
+        utap[u] = ((std::int64_t{uoff[u][0]} * g.L[1] + uoff[u][1]) * g.L[2] + uoff[u][2]) * g.cl + grp * g.clg + m % clgp;
+      }
+      // The row this work-item copies in the next block step: its (b, i)
+      // and the element offset of large position (b, i*stride), advanced
+      // by kMmaBK rows per step without a division or a product.
+      std::int32_t c[4];
+      std::int64_t rowoff;
+      {
+        std::int64_t b, i[3];
+        decode_row(r_begin + kr, g.S, b, i);
+        c[0] = static_cast<std::int32_t>(b);
+KGATE_UNROLL
+        for (int x = 0; x < 3; ++x) c[1 + x] = static_cast<std::int32_t>(i[x]);
+        rowoff = (((b * g.L[0] + i[0] * g.stride[0]) * g.L[1] + i[1] * g.stride[1]) * g.L[2] + i[2] * g.stride[2]) * g.cl;
+      }
+      const std::int64_t cl = g.cl, l2 = g.L[2] * cl, l12 = g.L[1] * l2;
+      const std::int64_t dstep = std::int64_t{kMmaBK} * g.stride[2] * cl;            // i2 += kMmaBK
+      const std::int64_t d2 = std::int64_t{g.stride[1]} * l2 - std::int64_t{g.S[2]} * g.stride[2] * cl;   // i2 -= S2, i1 += 1
+      const std::int64_t d1 = std::int64_t{g.stride[0]} * l12 - std::int64_t{g.S[1]} * g.stride[1] * l2;  // i1 -= S1, i0 += 1
+      const std::int64_t d0 = g.L[0] * l12 - std::int64_t{g.S[0]} * g.stride[0] * l12;                     // i0 -= S0, b += 1
+      const Tin* sp = small0 + (r_begin + kr) * g.cs + grp * g.csg + c0 + kp * kBP * kMmaVec;
+      const std::int64_t cbp = c0 + kp * kBP * kMmaVec;  // this work-item's first B channel
+      auto issue = [&](std::int64_t b, int st) {
+        const bool row_in = kr < r_end - (r_begin + b * kMmaBK);
+KGATE_UNROLL
+        for (int u = 0; u < kAP; ++u) {
+          bool in = row_in && ulive[u];
+KGATE_UNROLL
+          for (int x = 0; x < 3; ++x)
+            in = in && static_cast<std::uint32_t>(c[1 + x] * g.stride[x] + uoff[u][x]) < static_cast<std::uint32_t>(g.L[x]);
+          sA.copy_async<P>(st * TT::kASize + kr * kMmaLDM + (kp * kAP + u) * kMmaVec,
+                           reinterpret_cast<const P*>(in ? large0 + (rowoff + utap[u]) : large0), in);
+        }
+KGATE_UNROLL
+        for (int v = 0; v < kBP; ++v) {
+          const bool in = row_in && cbp + v * kMmaVec < g.csg;
+          sB.copy_async<P>(st * TT::kBSize + kr * kMmaLDN + (kp * kBP + v) * kMmaVec,
+                           reinterpret_cast<const P*>(in ? sp + v * kMmaVec : small0), in);
+        }
+        // The next step's row.
+        sp += kMmaBK * std::int64_t{g.cs};
+        c[3] += kMmaBK;
+        rowoff += dstep;
+        while (c[3] >= g.S[2]) c[3] -= g.S[2], ++c[2], rowoff += d2;
+        while (c[2] >= g.S[1]) c[2] -= g.S[1], ++c[1], rowoff += d1;
+        while (c[1] >= g.S[0]) c[1] -= g.S[0], ++c[0], rowoff += d0;
+      };
+      async_stage_loop<kStages>(nblk, issue, [&](std::int64_t blk, int st) {
+        mma_block_step<Atom, TT, true, true>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn,
+                                         ceil_div(r_end - (r_begin + blk * kMmaBK), Atom::K), acc);
+      });
+      store_out();
+      return;
+    }
+  }
   // This work-item's A pack: columns ma .. ma+7 (one tap: clgp is whole
   // packs), large channels ma % clgp .. of which acount exist, and its B
   // pack: small channels cb .. cb+7.
@@ -952,64 +1059,6 @@ KGATE_UNROLL
       sB.store(st * TT::kBSize + ((t % kBPacks) * kMmaVec + e) * TT::LDK + rb, vb);
     }
   };
-  const int wave = t / Atom::lanes, wm = wave % TT::WM, wn = wave / TT::WM;
-  rt::mma::c_frag<Atom> acc[TT::AM][TT::AN];
-KGATE_UNROLL
-  for (int u = 0; u < TT::AM; ++u)
-KGATE_UNROLL
-    for (int v = 0; v < TT::AN; ++v) acc[u][v] = rt::mma::zero_c<Atom>();
-  const std::int64_t nblk = r_end > r_begin ? ceil_div(r_end - r_begin, kMmaBK) : 0;
-  auto store_out = [&] {
-    float* out = a.ws + split * (std::int64_t{g.cs} * mdim);
-KGATE_UNROLL
-    for (int u = 0; u < TT::AM; ++u)
-KGATE_UNROLL
-      for (int v = 0; v < TT::AN; ++v)
-        rt::mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
-          const std::int64_t m = m0 + wm * TT::WTM + u * Atom::M + i, c = c0 + wn * TT::WTN + v * Atom::N + j;
-          if (c >= g.csg) return;
-          const std::uint32_t tap = static_cast<std::uint32_t>(m) / static_cast<std::uint32_t>(clgp),
-                              ci = static_cast<std::uint32_t>(m) - tap * static_cast<std::uint32_t>(clgp);
-          if (tap >= static_cast<std::uint32_t>(g.taps) || ci >= static_cast<std::uint32_t>(g.clg)) return;  // past M, a padding column
-          out[(grp * g.csg + c) * mdim + std::int64_t{tap} * g.clg + ci] = y;
-        });
-  };
-  if constexpr (kStages > 2) {
-    if (a.wide) {
-      // Asynchronous copies kStages deep (async_stage_loop): both operands
-      // are staged as they arrive, K-major (A: [row of K][m] with pitch
-      // kMmaLDM, B: [row of K][c] with pitch kMmaLDN), and read with the
-      // K-major fragment loads; rows past the slice and padding taps are
-      // zero-filled.
-      const Tin* large0 = static_cast<const Tin*>(a.large);
-      const Tin* small0 = static_cast<const Tin*>(a.small);
-      auto issue = [&](std::int64_t b, int st) {
-        const std::int64_t r0 = r_begin + b * kMmaBK;
-        step_to(r0);
-        const std::int64_t left = r_end - r0;
-        std::int32_t c[4] = {rc[0], rc[1], rc[2], rc[3]};
-KGATE_UNROLL
-        for (int s = 0; s < kAPass; ++s) {
-          if (s > 0) next_row(c, 1);
-          const std::int64_t at = ra + s < left && a_live ? large_at(c, aoff) : -1;
-          sA.copy_async<P>(st * TT::kASize + (ra + s) * kMmaLDM + (t % kAPacks) * kMmaVec,
-                           reinterpret_cast<const P*>(at >= 0 ? Lg + at : large0), at >= 0);
-        }
-KGATE_UNROLL
-        for (int s = 0; s < kBPass; ++s) {
-          const bool in = rb + s < left && cb < g.csg;
-          sB.copy_async<P>(st * TT::kBSize + (rb + s) * kMmaLDN + (t % kBPacks) * kMmaVec,
-                           reinterpret_cast<const P*>(in ? sp + s * std::int64_t{g.cs} : small0), in);
-        }
-      };
-      async_stage_loop<kStages>(nblk, issue, [&](std::int64_t blk, int st) {
-        mma_block_step<Atom, TT, true, true>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn,
-                                         ceil_div(r_end - (r_begin + blk * kMmaBK), Atom::K), acc);
-      });
-      store_out();
-      return;
-    }
-  }
   // Two stages through registers (the next step's loads in flight during
   // the current step's atoms), transposed on the way into LDS.
   if (nblk > 0) {
