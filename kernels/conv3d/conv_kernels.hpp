@@ -754,6 +754,48 @@ KGATE_UNROLL
           put_output<Tin, Tout>(O, B, row, grp * ndim + c, y);
         });
   };
+  // The epilogue through LDS (sm_90 stages, wide channel runs, a 16-byte
+  // aligned output): the accumulators go to the stages as fp32 [row][column]
+  // (they are free once every wave has passed the barrier after its last
+  // block step), then each work-item writes runs of kV output channels of
+  // a row with one 16-byte store, bias added and rounded once as in
+  // put_output (the same values, bit for bit). A wave's fragments alone
+  // would write 2- or 4-byte pieces of eight rows per instruction.
+  auto store_c_staged = [&] {
+    constexpr int kV = 16 / static_cast<int>(sizeof(Tout));   // output elements per 16-byte store
+    constexpr int kCP = kMmaBN + 4;                            // fp32 row pitch of the staged tile
+    constexpr int kRuns = kMmaBN / kV;                         // runs per tile row
+    static_assert(kMmaBM * kCP * sizeof(float) <= mma_stage_bytes(rt::Target::sm90) && kMmaBN % kV == 0 && kV % 4 == 0);
+    constexpr int kF = static_cast<int>(sizeof(float) / sizeof(std::uint16_t));  // stage elements per fp32
+    rt::barrier();
+KGATE_UNROLL
+    for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+      for (int v = 0; v < TT::AN; ++v)
+        mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
+          sT.store<float>(kF * ((wm * TT::WTM + u * Atom::M + i) * kCP + wn * TT::WTN + v * Atom::N + j), y);
+        });
+    rt::barrier();
+    Tout* O = static_cast<Tout*>(a.out);
+    const Tin* B = static_cast<const Tin*>(a.bias);
+    for (int l = t; l < kMmaBM * kRuns; l += kMmaThreads) {
+      const int r = l / kRuns, cc = (l % kRuns) * kV;
+      const std::int64_t row = orow[r], c = c0 + cc;
+      if (row < 0 || c >= ndim) continue;  // ndim is a multiple of 8 (wide): a run is whole or absent
+      float y[kV];
+KGATE_UNROLL
+      for (int h = 0; h < kV / 4; ++h) {
+        const Pack<float, 4> q = sT.load<Pack<float, 4>>(kF * (r * kCP + cc + 4 * h));
+KGATE_UNROLL
+        for (int e = 0; e < 4; ++e) y[4 * h + e] = q.v[e];
+      }
+      if (B) {
+KGATE_UNROLL
+        for (int e = 0; e < kV; ++e) y[e] = y[e] + to_f32(B[grp * ndim + c + e]);
+      }
+      store_f32<Tout, kV>(O + row + grp * ndim + c, y);
+    }
+  };
   if (nblk > 0) enter_tap();
   if constexpr (kStages > 2) {
     if (a.wide) {
@@ -788,7 +830,10 @@ KGATE_UNROLL
       };
       async_stage_loop<kStages>(nblk, issue,
                                 [&](std::int64_t, int st) { run_step(st, std::bool_constant<kScatter>{}); });
-      store_c();
+      if (reinterpret_cast<std::uintptr_t>(a.out) % 16 == 0)
+        store_c_staged();
+      else
+        store_c();
       return;
     }
   }
