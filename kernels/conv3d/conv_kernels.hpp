@@ -194,31 +194,67 @@ KGATE_UNROLL
   for (int x = 0; x < 3; ++x) T[x] = ph[x] < g.L[x] ? static_cast<std::int32_t>(ceil_div(g.L[x] - ph[x], g.stride[x])) : 0;
 }
 
+// Whether kernel index k of an axis lands on stride phase ph's lattice, and
+// then the source offset o = (ph + pad - k*dil) / stride of the lattice
+// position. 32-bit (the operands stay below 2^31 within ConvProblem's
+// limits), and no division on a stride-1 axis: one work-item runs this for
+// every tap while its workgroup waits.
+[[gnu::always_inline]] KGATE_DEVICE bool on_lattice(std::int32_t ph, std::int32_t pad, std::int32_t k, std::int32_t dil,
+                                                    std::int32_t stride, std::int32_t& o) {
+  const std::int32_t r = ph + pad - k * dil;
+  if (stride == 1) {
+    o = r;
+    return true;
+  }
+  if (r % stride != 0) return false;  // divisible, whatever the sign of r
+  o = r / stride;
+  return true;
+}
+
 // The taps of stride phase ph, in (KD, KH, KW) order: per axis, k with
 // (ph + pad - k*dil) divisible by the stride. Written as (tap, o0, o1, o2)
 // quadruples, o = (ph + pad - k*dil) / stride the source offset of the
 // lattice position (at most kMaxPhaseTaps: is_supported); returns the count.
 // One work-item lists them for its workgroup.
 [[gnu::always_inline]] KGATE_DEVICE std::int32_t list_phase_taps(const Geom& g, const std::int32_t (&ph)[3], const rt::lds_array<std::int32_t>& ptap) {
-  std::int32_t count = 0;
+  std::int32_t count = 0, o0, o1, o2;
   for (std::int32_t k0 = 0; k0 < g.K[0]; ++k0) {
-    const std::int32_t r0 = ph[0] + g.pad[0] - k0 * g.dil[0];
-    if (pos_mod(r0, g.stride[0]) != 0) continue;
+    if (!on_lattice(ph[0], g.pad[0], k0, g.dil[0], g.stride[0], o0)) continue;
     for (std::int32_t k1 = 0; k1 < g.K[1]; ++k1) {
-      const std::int32_t r1 = ph[1] + g.pad[1] - k1 * g.dil[1];
-      if (pos_mod(r1, g.stride[1]) != 0) continue;
+      if (!on_lattice(ph[1], g.pad[1], k1, g.dil[1], g.stride[1], o1)) continue;
       for (std::int32_t k2 = 0; k2 < g.K[2]; ++k2) {
-        const std::int32_t r2 = ph[2] + g.pad[2] - k2 * g.dil[2];
-        if (pos_mod(r2, g.stride[2]) != 0) continue;
+        if (!on_lattice(ph[2], g.pad[2], k2, g.dil[2], g.stride[2], o2)) continue;
         ptap[4 * count] = (k0 * g.K[1] + k1) * g.K[2] + k2;
-        ptap[4 * count + 1] = r0 / g.stride[0];
-        ptap[4 * count + 2] = r1 / g.stride[1];
-        ptap[4 * count + 3] = r2 / g.stride[2];
+        ptap[4 * count + 1] = o0;
+        ptap[4 * count + 2] = o1;
+        ptap[4 * count + 3] = o2;
         ++count;
       }
     }
   }
   return count;
+}
+
+// list_phase_taps for a workgroup of `threads` work-items, work-item t of
+// them: with stride 1 on every axis (one phase, every tap on it) the
+// work-items write the entries in parallel, entry e for tap e, o = pad -
+// k*dil; otherwise work-item 0 lists them. The caller's barrier makes
+// ptap and pcount[0] (the count) visible.
+[[gnu::always_inline]] KGATE_DEVICE void list_phase_taps(const Geom& g, const std::int32_t (&ph)[3], const rt::lds_array<std::int32_t>& ptap,
+                                                         const rt::lds_array<std::int32_t>& pcount, int t, int threads) {
+  if (g.stride[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1) {
+    const std::int32_t taps = static_cast<std::int32_t>(g.taps);
+    for (std::int32_t e = t; e < taps; e += threads) {
+      const std::int32_t k2 = e % g.K[2], k1 = (e / g.K[2]) % g.K[1], k0 = e / (g.K[2] * g.K[1]);
+      ptap[4 * e] = e;
+      ptap[4 * e + 1] = ph[0] + g.pad[0] - k0 * g.dil[0];
+      ptap[4 * e + 2] = ph[1] + g.pad[1] - k1 * g.dil[1];
+      ptap[4 * e + 3] = ph[2] + g.pad[2] - k2 * g.dil[2];
+    }
+    if (t == 0) pcount[0] = taps;
+  } else if (t == 0) {
+    pcount[0] = list_phase_taps(g, ph, ptap);
+  }
 }
 
 // The element offset of channel 0 of the large position ph + stride * t of
@@ -343,7 +379,7 @@ KGATE_KERNEL_BOUNDS(conv_scatter, kThreads, GemmArgs a) {
   KGATE_LDS(pcount, std::int32_t, 1);
   std::int32_t ntaps = 1;
   if constexpr (!kOneTap) {
-    if (t == 0) pcount[0] = list_phase_taps(g, ph, ptap);
+    list_phase_taps(g, ph, ptap, pcount, t, kThreads);
     rt::barrier();
     ntaps = pcount[0];
   }
@@ -615,7 +651,7 @@ KGATE_UNROLL
   }
   std::int64_t ntaps = g.taps;
   if constexpr (kScatter) {
-    if (t == 0) pcount[0] = list_phase_taps(g, ph, ptap);
+    list_phase_taps(g, ph, ptap, pcount, t, kMmaThreads);
     rt::barrier();
     ntaps = pcount[0];
   }
