@@ -241,8 +241,9 @@ rt::LaunchConfig conv_config(std::int64_t x, std::int64_t y = 1, std::int64_t z 
   return c;
 }
 
-// conv_mma's 16-byte loads: every channel run it loads starts on a multiple
-// of 8 elements (clg and csg multiples of 8) of a 16-byte aligned tensor.
+// conv_mma's 16-byte accesses: every channel run it loads (and, on sm_90,
+// stores) starts on a multiple of 8 elements (clg and csg multiples of 8) of
+// a 16-byte aligned tensor.
 bool wide_loads(const Shape& s, std::initializer_list<const void*> tensors) {
   bool ok = s.g.clg % cv::kMmaVec == 0 && s.g.csg % cv::kMmaVec == 0;
   for (const void* t : tensors) ok = ok && reinterpret_cast<std::uintptr_t>(t) % 16 == 0;
@@ -403,7 +404,7 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
         case Kind::contract: {
           const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
           if (s.atom.ok) {
-            launch_mma<Tin, Tout, false>(s, args, wide_loads(s, {a.data(), b.data()}));
+            launch_mma<Tin, Tout, false>(s, args, wide_loads(s, {a.data(), b.data(), out.data()}));
             mark();
             break;
           }
@@ -414,7 +415,7 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
         case Kind::scatter: {
           const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
           if (s.atom.ok) {
-            launch_mma<Tin, Tout, true>(s, args, wide_loads(s, {a.data(), b.data()}));
+            launch_mma<Tin, Tout, true>(s, args, wide_loads(s, {a.data(), b.data(), out.data()}));
             mark();
             break;
           }
@@ -429,6 +430,7 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
           cv::WgradArgs wa{s.g, a.data(), b.data(), part, s.bn, s.slice};
           if (s.atom.ok) {
             wa.wide = wide_loads(s, {a.data(), b.data()});
+            wa.wide_small = s.g.csg % cv::kMmaVec == 0 && reinterpret_cast<std::uintptr_t>(a.data()) % 16 == 0;
             with_mma_atom<Tin>([&](auto atom) {
               KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin>), mma_config(s), wa);
             });

@@ -284,7 +284,8 @@ void mma_cases(Gen& g) {
       const std::int64_t w = tm / 4;  // positions along W; D = 2 after s2, H = 1 after k2 d2
       p.in = {3, 3, 2 * w};           // out = (2, 1, w)
       if (g.op == ConvOp::conv_transpose3d) p.pad_back = p.pad_front;
-      g.add(p, "matrix cores " + pn + ": whole M, N and K tiles, batch 2, stride 2 (D, W), dilation 2");
+      p.bias = g.has_bias();  // with whole channel runs: sm_90's staged epilogue adds it
+      g.add(p, "matrix cores " + pn + ": whole M, N and K tiles, batch 2, stride 2 (D, W), dilation 2, bias");
     }
   }
 }

@@ -114,7 +114,7 @@ struct GemmArgs {
   const void* bias;  // [output channels] or null
   void* out;
   int bn;            // portable kernels: work-items along N (a power of two dividing kThreads)
-  bool wide = false; // conv_mma: 16-byte loads (channel counts multiples of 8, 16-byte aligned tensors)
+  bool wide = false; // conv_mma: 16-byte loads and stores (channel counts multiples of 8, 16-byte aligned tensors)
 };
 
 struct WgradArgs {
@@ -125,6 +125,10 @@ struct WgradArgs {
   int bn;              // portable kernel: work-items along N
   std::int64_t slice;  // rows (n, i) per split
   bool wide = false;   // conv_wgrad_mma: 16-byte loads (as GemmArgs::wide)
+  // conv_wgrad_mma through registers: 16-byte loads of the small operand
+  // alone (csg a multiple of 8, the tensor 16-byte aligned), where the large
+  // one's channels are too few for them (the 3-channel first layer).
+  bool wide_small = false;
 };
 
 struct ColsumArgs {
@@ -790,8 +794,8 @@ KGATE_UNROLL
           put_output<Tin, Tout>(O, B, row, grp * ndim + c, y);
         });
   };
-  // The epilogue through LDS (sm_90 stages, wide channel runs, a 16-byte
-  // aligned output): the accumulators go to the stages as fp32 [row][column]
+  // The epilogue through LDS (sm_90 stages; `wide`: channel runs of 8 and a
+  // 16-byte aligned output): the accumulators go to the stages as fp32 [row][column]
   // (they are free once every wave has passed the barrier after its last
   // block step), then each work-item writes runs of kV output channels of
   // a row with one 16-byte store, bias added and rounded once as in
@@ -866,10 +870,7 @@ KGATE_UNROLL
       };
       async_stage_loop<kStages>(nblk, issue,
                                 [&](std::int64_t, int st) { run_step(st, std::bool_constant<kScatter>{}); });
-      if (reinterpret_cast<std::uintptr_t>(a.out) % 16 == 0)
-        store_c_staged();
-      else
-        store_c();
+      store_c_staged();
       return;
     }
   }
@@ -1123,7 +1124,7 @@ KGATE_UNROLL
     }
 KGATE_UNROLL
     for (int s = 0; s < kBPass; ++s)
-      pb[s] = rb + s < left && cb < g.csg ? load_pack(sp + s * std::int64_t{g.cs}, g.csg - cb, a.wide) : P{};
+      pb[s] = rb + s < left && cb < g.csg ? load_pack(sp + s * std::int64_t{g.cs}, g.csg - cb, a.wide || a.wide_small) : P{};
   };
   // Registers to LDS stage st, transposed to [column][row of K]: per
   // column, this work-item's consecutive rows in one store.
