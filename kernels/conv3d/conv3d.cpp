@@ -275,6 +275,20 @@ rt::LaunchConfig mma_config(const Shape& s, std::size_t lds_bytes = 0) {
   return c;
 }
 
+// The tree over `splits` partials of `numel` elements: its plan step and
+// its launch (conv_tree_split where few elements meet many splits).
+LaunchStep tree_step(std::int64_t numel, std::int64_t splits, const std::array<std::uint32_t, 3>& block) {
+  if (cv::tree_by_split(numel, splits)) return {"conv_tree_split", grid3(numel, 1, 1), block, 0};
+  return {"conv_tree", grid3(cv::tree_workgroups(numel), 1, 1), block, 0};
+}
+template <class Tout>
+void launch_tree(const cv::TreeArgs& a) {
+  if (cv::tree_by_split(a.numel, a.splits))
+    KGATE_LAUNCH((cv::conv_tree_split<Tout>), conv_config(a.numel), a);
+  else
+    KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::tree_workgroups(a.numel)), a);
+}
+
 // conv_mma for the contract or scatter family.
 template <class Tin, class Tout, bool kScatter>
 void launch_mma(const Shape& s, cv::GemmArgs args, bool wide) {
@@ -353,7 +367,7 @@ Plan conv_plan(const ConvProblem& p) {
       pl.params["splits"] = s.splits;
       pl.params["slice"] = s.slice;
       pl.params["tree_runs"] = cv::tree_runs(s.dw_numel);
-      pl.steps.push_back({"conv_tree", grid3(cv::tree_workgroups(s.dw_numel), 1, 1), block, 0});
+      pl.steps.push_back(tree_step(s.dw_numel, s.splits, block));
       // Each slice: one atom chain over its rows (conv_wgrad_mma) or a
       // sequential loop (conv_wgrad); then the tree over the slices.
       ReductionPlan r = s.atom.ok ? mma_reduction(s.atom, 1, s.slice) : ReductionPlan::sequential(s.slice);
@@ -365,7 +379,7 @@ Plan conv_plan(const ConvProblem& p) {
         pl.params["db_splits"] = s.db_splits;
         pl.params["db_slice"] = s.db_slice;
         pl.steps.push_back({"conv_colsum", grid3(cv::ceil_div(p.cout, cv::kThreads), s.db_splits, 1), block, 0});
-        pl.steps.push_back({"conv_tree", grid3(cv::tree_workgroups(p.cout), 1, 1), block, 0});
+        pl.steps.push_back(tree_step(p.cout, s.db_splits, block));
         ReductionPlan d;
         d.length = s.db_slice;
         d.splits = s.db_splits;
@@ -438,8 +452,7 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
             KGATE_LAUNCH((cv::conv_wgrad<Tin>), conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]), wa);
           }
           mark();
-          const cv::TreeArgs ta{part, s.dw_numel, s.splits, out.data(), cv::tree_runs(s.dw_numel)};
-          KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::tree_workgroups(s.dw_numel)), ta);
+          launch_tree<Tout>({part, s.dw_numel, s.splits, out.data(), cv::tree_runs(s.dw_numel)});
           mark();
           if (s.dp.db) {
             float* dpart = part + s.splits * s.dw_numel;
@@ -447,8 +460,7 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
             const cv::ColsumArgs ca{dy, s.db_rows, p.cout, s.db_slice, dpart};
             KGATE_LAUNCH((cv::conv_colsum<Tin>), conv_config(cv::ceil_div(p.cout, cv::kThreads), s.db_splits), ca);
             mark();
-            const cv::TreeArgs tb{dpart, p.cout, s.db_splits, dbias->data(), cv::tree_runs(p.cout)};
-            KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::tree_workgroups(p.cout)), tb);
+            launch_tree<Tout>({dpart, p.cout, s.db_splits, dbias->data(), cv::tree_runs(p.cout)});
             mark();
           }
           break;

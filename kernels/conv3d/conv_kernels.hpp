@@ -1289,4 +1289,31 @@ KGATE_KERNEL_BOUNDS(conv_tree, kThreads, TreeArgs a) {
   }
 }
 
+// The same tree with the splits of one element across a workgroup (grid x
+// = the element): at level w its work-items add the pairs (s, s + w) side
+// by side, a barrier between levels, every pair's sum l + r as conv_tree
+// forms it (the same bits). For few elements over many splits
+// (tree_by_split), where conv_tree's one work-item per element would add
+// its splits - 1 pairs one after another.
+inline constexpr std::int64_t kTreeSplitMinSplits = 64, kTreeSplitMaxNumel = 8192;
+
+inline bool tree_by_split(std::int64_t numel, std::int64_t splits) {
+  return splits >= kTreeSplitMinSplits && numel <= kTreeSplitMaxNumel;
+}
+
+template <class Tout>
+KGATE_KERNEL_BOUNDS(conv_tree_split, kThreads, TreeArgs a) {
+  const std::int64_t e = rt::block_idx().x;
+  const std::int64_t t = rt::thread_idx().x;
+  float* p = a.ws + e;
+  for (std::int64_t w = 1; w < a.splits; w *= 2) {
+    for (std::int64_t s = t * 2 * w; s + w < a.splits; s += kThreads * 2 * w) {
+      const float l = p[s * a.numel], r = p[(s + w) * a.numel];
+      p[s * a.numel] = l + r;
+    }
+    rt::barrier();  // level w's sums before level 2w reads them
+  }
+  if (t == 0) static_cast<Tout*>(a.out)[e] = from_f32<Tout>(p[0]);
+}
+
 }  // namespace kgate::kernels::cv

@@ -5,6 +5,10 @@
 // catches a planted defect in a kernel's output.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
+#include <vector>
+
 #include <set>
 
 #include "kernels/api.hpp"
@@ -105,6 +109,46 @@ TEST(ConvKernel, TreeRunsKeepTheDeviceFull) {
       EXPECT_GE(groups, cv::kTreeWideGroups) << n;
     }
   }
+}
+
+// conv_tree_split (one workgroup per element, a level's pairs side by side)
+// forms every pair's sum as conv_tree does: the same bits on partials whose
+// sums round differently in another order; the plans choose it where few
+// elements meet many splits, for dw and db alike.
+TEST(ConvKernel, SplitTreeMatchesTheTreeBitForBit) {
+  namespace cv = kernels::cv;
+  for (const std::int64_t splits : {std::int64_t{1}, std::int64_t{2}, std::int64_t{5}, std::int64_t{64},
+                                    std::int64_t{129}, std::int64_t{1024}}) {
+    SCOPED_TRACE(splits);
+    const std::int64_t numel = 3;
+    std::vector<float> h(static_cast<std::size_t>(splits * numel));
+    for (std::size_t i = 0; i < h.size(); ++i)  // magnitudes over 2^20: most sums round
+      h[i] = std::ldexp(1.0f + static_cast<float>((i * 2654435761u) % 8191) / 8192.0f, static_cast<int>(i % 21)) *
+             (i % 3 ? 1.0f : -1.0f);
+    rt::DeviceBuffer<float> a(h.size()), b(h.size()), oa(numel), ob(numel);
+    a.upload(h);
+    b.upload(h);
+    KGATE_LAUNCH((cv::conv_tree<float>), (rt::LaunchConfig{rt::dim3(1), rt::dim3(cv::kThreads)}),
+                 cv::TreeArgs{a.data(), numel, splits, oa.data()});
+    KGATE_LAUNCH((cv::conv_tree_split<float>), (rt::LaunchConfig{rt::dim3(numel), rt::dim3(cv::kThreads)}),
+                 cv::TreeArgs{b.data(), numel, splits, ob.data()});
+    const auto x = oa.download(), y = ob.download();
+    for (std::int64_t e = 0; e < numel; ++e) EXPECT_EQ(std::bit_cast<std::uint32_t>(x[e]), std::bit_cast<std::uint32_t>(y[e])) << e;
+    // Not the sequential sum (the check would pass a kernel that ignores the tree).
+    if (splits == 1024) {
+      float seq = 0.0f;
+      for (std::int64_t s = 0; s < splits; ++s) seq += h[static_cast<std::size_t>(s * numel)];
+      EXPECT_NE(std::bit_cast<std::uint32_t>(seq), std::bit_cast<std::uint32_t>(y[0]));
+    }
+  }
+  const kernels::Plan many = kernels::plan(Problem(conv("conv3d.bwd_weight bf16 n1 c64 k6 d128 kd1 bias")));
+  EXPECT_EQ(many.steps.at(1).kernel, "conv_tree_split");
+  EXPECT_EQ(many.steps.at(1).grid[0], 6u * 64u);
+  EXPECT_EQ(many.steps.back().kernel, "conv_tree_split");
+  const kernels::Plan few = kernels::plan(Problem(conv("conv3d.bwd_weight bf16 n1 c64 k64 d16 kd3 p1")));
+  EXPECT_EQ(few.steps.at(1).kernel, "conv_tree");
+  EXPECT_FALSE(cv::tree_by_split(cv::kTreeSplitMaxNumel + 1, 1024));
+  EXPECT_FALSE(cv::tree_by_split(1, cv::kTreeSplitMinSplits - 1));
 }
 
 TEST(ConvKernel, RefusesAForeignPlan) {

@@ -80,7 +80,8 @@ TEST(ConvLarge, BackwardWeightReadsPastTwoToTheThirtyOne) {
                          static_cast<int>(plan.params.at("bn")), plan.params.at("slice")};
   KGATE_LAUNCH((cv::conv_wgrad<kgate::bf16>), launch_of(plan.steps.at(0)), wa);
   const cv::TreeArgs ta{ws.data(), 1, splits, dw.data()};
-  KGATE_LAUNCH((cv::conv_tree<float>), launch_of(plan.steps.at(1)), ta);
+  ASSERT_EQ(plan.steps.at(1).kernel, "conv_tree_split");  // one element over many splits
+  KGATE_LAUNCH((cv::conv_tree_split<float>), launch_of(plan.steps.at(1)), ta);
   EXPECT_EQ(dw.download()[0], 31.0f);
 }
 
