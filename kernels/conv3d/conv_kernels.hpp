@@ -43,8 +43,9 @@
 // Backward-weight is deterministic by construction: slice s of `splits`
 // writes its fp32 partial of every dw element to ws[s][element], and
 // conv_tree combines the partials of each element in a fixed pairwise tree
-// (stride 1, 2, 4, ... ; depth ceil(log2 splits)); dbias is the same with
-// conv_colsum's column sums of dy. No atomics; splits and slices are
+// (stride 1, 2, 4, ... ; depth ceil(log2 splits)), or conv_tree_split the
+// same tree with one workgroup per element where few elements meet many
+// splits; dbias is the same with conv_colsum's column sums of dy. No atomics; splits and slices are
 // functions of the problem alone (kernels/conv3d/conv3d.cpp).
 //
 // Matrix cores (conv_mma<Atom, Tin, Tout, kScatter>): the contract family,
