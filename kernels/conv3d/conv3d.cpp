@@ -241,14 +241,17 @@ rt::LaunchConfig conv_config(std::int64_t x, std::int64_t y = 1, std::int64_t z 
   return c;
 }
 
-// conv_mma's 16-byte accesses: every channel run it loads (and, on sm_90,
-// stores) starts on a multiple of 8 elements (clg and csg multiples of 8) of
-// a 16-byte aligned tensor.
-bool wide_loads(const Shape& s, std::initializer_list<const void*> tensors) {
-  bool ok = s.g.clg % cv::kMmaVec == 0 && s.g.csg % cv::kMmaVec == 0;
+// The matrix-core kernels' 16-byte accesses: every channel run they touch
+// starts on a multiple of 8 elements (each of `channels` a multiple of 8) of
+// a 16-byte aligned tensor. conv_mma loads (and, on sm_90, stores) runs of
+// clg and csg channels.
+bool wide_runs(std::initializer_list<std::int64_t> channels, std::initializer_list<const void*> tensors) {
+  bool ok = true;
+  for (const std::int64_t c : channels) ok = ok && c % cv::kMmaVec == 0;
   for (const void* t : tensors) ok = ok && reinterpret_cast<std::uintptr_t>(t) % 16 == 0;
   return ok;
 }
+bool wide_loads(const Shape& s, std::initializer_list<const void*> tensors) { return wide_runs({s.g.clg, s.g.csg}, tensors); }
 
 // f(atom) with the backend's default atom for Tin (bf16 / fp16 only), and
 // the matrix-core kernels' launch configuration.
@@ -444,7 +447,7 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
           cv::WgradArgs wa{s.g, a.data(), b.data(), part, s.bn, s.slice};
           if (s.atom.ok) {
             wa.wide = wide_loads(s, {a.data(), b.data()});
-            wa.wide_small = s.g.csg % cv::kMmaVec == 0 && reinterpret_cast<std::uintptr_t>(a.data()) % 16 == 0;
+            wa.wide_small = wide_runs({s.g.csg}, {a.data()});
             with_mma_atom<Tin>([&](auto atom) {
               KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin>), mma_config(s), wa);
             });

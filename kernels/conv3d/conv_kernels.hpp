@@ -242,19 +242,22 @@ KGATE_UNROLL
 
 // list_phase_taps for a workgroup of `threads` work-items, work-item t of
 // them: with stride 1 on every axis (one phase, every tap on it) the
-// work-items write the entries in parallel, entry e for tap e, o = pad -
-// k*dil; otherwise work-item 0 lists them. The caller's barrier makes
+// work-items write the entries in parallel, entry e for tap e; otherwise
+// work-item 0 lists them. The caller's barrier makes
 // ptap and pcount[0] (the count) visible.
 [[gnu::always_inline]] KGATE_DEVICE void list_phase_taps(const Geom& g, const std::int32_t (&ph)[3], const rt::lds_array<std::int32_t>& ptap,
                                                          const rt::lds_array<std::int32_t>& pcount, int t, int threads) {
   if (g.stride[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1) {
     const std::int32_t taps = static_cast<std::int32_t>(g.taps);
     for (std::int32_t e = t; e < taps; e += threads) {
-      const std::int32_t k2 = e % g.K[2], k1 = (e / g.K[2]) % g.K[1], k0 = e / (g.K[2] * g.K[1]);
+      const std::int32_t k[3] = {e / (g.K[2] * g.K[1]), (e / g.K[2]) % g.K[1], e % g.K[2]};
       ptap[4 * e] = e;
-      ptap[4 * e + 1] = ph[0] + g.pad[0] - k0 * g.dil[0];
-      ptap[4 * e + 2] = ph[1] + g.pad[1] - k1 * g.dil[1];
-      ptap[4 * e + 3] = ph[2] + g.pad[2] - k2 * g.dil[2];
+KGATE_UNROLL
+      for (int x = 0; x < 3; ++x) {
+        std::int32_t o;
+        on_lattice(ph[x], g.pad[x], k[x], g.dil[x], 1, o);  // stride 1: every k is on the lattice
+        ptap[4 * e + 1 + x] = o;
+      }
     }
     if (t == 0) pcount[0] = taps;
   } else if (t == 0) {
@@ -283,13 +286,17 @@ KGATE_DEVICE std::int64_t out_row(const Geom& g, const std::int32_t (&ph)[3], co
   }
 }
 
-// The epilogue of the contract and scatter families: output channel c
-// (counted over all groups) of the row at element offset `row`, plus the
-// bias, rounded once to Tout.
+// The epilogue of the contract and scatter families: the fp32 sum y of
+// output channel c (counted over all groups) plus the bias, if any; the
+// result is rounded once to Tout.
+template <class Tin>
+KGATE_DEVICE float with_bias(const Tin* B, std::int64_t c, float y) {
+  return B ? y + to_f32(B[c]) : y;
+}
+// One output element: channel c of the row at element offset `row`.
 template <class Tin, class Tout>
 KGATE_DEVICE void put_output(Tout* O, const Tin* B, std::int64_t row, std::int64_t c, float y) {
-  if (B) y = y + to_f32(B[c]);
-  O[row + c] = from_f32<Tout>(y);
+  O[row + c] = from_f32<Tout>(with_bias(B, c, y));
 }
 
 // A portable register tile's outputs: the rows that exist (rv) at element
@@ -799,8 +806,8 @@ KGATE_UNROLL
   // 16-byte aligned output): the accumulators go to the stages as fp32 [row][column]
   // (they are free once every wave has passed the barrier after its last
   // block step), then each work-item writes runs of kV output channels of
-  // a row with one 16-byte store, bias added and rounded once as in
-  // put_output (the same values, bit for bit). A wave's fragments alone
+  // a row with one 16-byte store, bias added (with_bias) and rounded once as
+  // in put_output (the same values, bit for bit). A wave's fragments alone
   // would write 2- or 4-byte pieces of eight rows per instruction.
   auto store_c_staged = [&] {
     constexpr int kV = 16 / static_cast<int>(sizeof(Tout));   // output elements per 16-byte store
@@ -830,11 +837,9 @@ KGATE_UNROLL
 KGATE_UNROLL
         for (int e = 0; e < 4; ++e) y[4 * h + e] = q.v[e];
       }
-      if (B) {
 KGATE_UNROLL
-        for (int e = 0; e < kV; ++e) y[e] = y[e] + to_f32(B[grp * ndim + c + e]);
-      }
-      store_f32<Tout, kV>(O + row + grp * ndim + c, y);
+      for (int e = 0; e < kV; ++e) y[e] = with_bias(B, grp * ndim + c + e, y[e]);
+      store_f32<Tout, kV>(O + row + grp * ndim + c, y);  // from_f32 per element, as put_output
     }
   };
   if (nblk > 0) enter_tap();
