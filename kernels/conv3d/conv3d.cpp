@@ -341,6 +341,10 @@ Plan conv_plan(const ConvProblem& p) {
                  {"tile_k", cv::kMmaBK},       {"atom_k", s.atom.k}};
     const std::array<std::uint32_t, 3> mblock{static_cast<std::uint32_t>(mma_threads(s)), 1, 1};
     pl.params["stages"] = cv::mma_stages(s.atom.target);
+    // conv_mma's W-halo step (cv::halo_taps): asynchronous copies with
+    // 16-byte runs (the driver's tensors are 16-byte aligned).
+    if (s.dp.kind != Kind::wgrad && cv::mma_stages(s.atom.target) > 2 && wide_runs({g.clg, g.csg}, {}))
+      pl.params["halo_taps"] = cv::halo_taps(g, s.dp.kind == Kind::scatter);
     const std::uint64_t lds = s.dp.kind == Kind::wgrad ? 0 : cv::mma_dynamic_lds_bytes(s.atom.target);  // wgrad: static LDS
     pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], s.main_grid[2]), mblock, lds});
   } else {

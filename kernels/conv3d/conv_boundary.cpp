@@ -219,6 +219,12 @@ void geometry_cases(Gen& g) {
   }
 }
 
+// The W-halo step of a plan, as words (conv_kernels.hpp halo_taps).
+std::string halo_name(const Plan& pl) {
+  const std::int64_t h = param(pl, "halo_taps");
+  return h > 0 ? "W-halo step of " + std::to_string(h) + " taps" : "tap-major steps";
+}
+
 // Matrix cores (contract and scatter families, conv_mma): the smallest
 // channels that select them, one below each (portable with the same dtype),
 // and ragged / full / multiple atom tiles along M, N and K for every pair
@@ -286,6 +292,29 @@ void mma_cases(Gen& g) {
       if (g.op == ConvOp::conv_transpose3d) p.pad_back = p.pad_front;
       p.bias = g.has_bias();  // with whole channel runs: sm_90's staged epilogue adds it
       g.add(p, "matrix cores " + pn + ": whole M, N and K tiles, batch 2, stride 2 (D, W), dilation 2, bias");
+    }
+    {
+      // The W-halo step where the plan names one (asynchronous copies):
+      // 16-position segments (W 16: eight per tile, ragged M past the
+      // second tile's first segment, K channels half an atom past whole
+      // ones, a ragged column tile, bias), and a 128-position segment with
+      // two W taps 2 apart and two groups (contract: a stride along D; the
+      // scatter family's step needs one stride phase).
+      ConvProblem p = make_nk(tn + 8, ak + 8, 1, {3, 3, 16}, 1);
+      g.types(p, t);
+      p.kernel = {3, 3, 3};
+      p.pad_front = p.pad_back = {1, 1, 1};
+      p.bias = g.has_bias();
+      g.add(p, "matrix cores " + pn + ": 3x3x3 over W 16 (" + halo_name(conv_plan(p)) +
+                   "), ragged M, N and K, bias");
+      ConvProblem q = make_nk(tn, ak, 2, {2, 3, 128}, 1);
+      g.types(q, t);
+      q.kernel = {2, 1, 2};
+      q.stride = {sc ? 1 : 2, 1, 1};
+      q.dilation = {1, 1, 2};
+      q.pad_front = q.pad_back = {0, 0, 1};
+      g.add(q, "matrix cores " + pn + ": W taps 2 apart over W 128 (" + halo_name(conv_plan(q)) + "), stride " +
+                   std::to_string(q.stride[0]) + " along D, groups 2");
     }
   }
 }

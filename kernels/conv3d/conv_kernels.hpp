@@ -67,14 +67,18 @@
 // tables). How a step reaches LDS depends on the atom's target
 // (mma_stages): for sm_90 atoms with 16-byte channel runs, asynchronous
 // copies (cp.async) into three stages, two steps ahead of the atoms, the
-// scatter family's weight rows staged K-major as they arrive; for gfx942
+// scatter family's weight rows staged K-major as they arrive, and where the
+// W axis allows it the W-halo step instead (halo_taps: one step stages the
+// source rows of a (kd, kh) pair once for all its W taps, kHaloBK channels
+// wide); for gfx942
 // atoms (no 16-byte asynchronous copy), and where channel counts or
 // alignment need element loads, 16-byte (or element) loads into registers
 // issued before the current step's atoms and stored into the other of two
 // stages after them. Each work-item's A rows are decoded once
 // and the block steps advance without a division; per tap only the source
 // offsets change. Each output is one chain of atom instructions in the
-// order taps, then channels in atom-K chunks (a chunk past the channels is
+// order taps, then channels in atom-K chunks (the W-halo step: (kd, kh)
+// pairs, then channels in atom-K chunks, then W taps; a chunk past the channels is
 // not issued; absent terms and channels past the end of a chunk load as +0,
 // which adds nothing to an exact sum): the chain the plan's ReductionPlan
 // counts, so the host's sm90 model reproduces CUDA bit for bit.
@@ -465,12 +469,56 @@ static_assert(kMmaBK * kMmaLDM <= kMmaBM * kMmaLDK && kMmaBK * kMmaLDN <= kMmaBN
 // asynchronous copy and stages through registers into two (the next step's
 // loads in flight during the current step's atoms).
 KGATE_HD constexpr int mma_stages(rt::Target t) { return t == rt::Target::sm90 ? 3 : 2; }
-// conv_mma's stages, A tiles then B tiles, in bytes; they are dynamic LDS
+
+// The W-halo block step of conv_mma (asynchronous copies only): where the W
+// axis has stride 1 (the scatter family: every axis, one stride phase with
+// every tap) and 2 .. kHaloTaps taps, a block step
+// stages the source rows its tile reads at every W tap once, kHaloBK
+// channels wide: the tile's GEMM rows are whole runs ("segments") of seg =
+// min(output W, kMmaBM) consecutive output positions along W (seg divides
+// kMmaBM or output W is a multiple of kMmaBM), and a segment's source row at
+// W tap kw is the staged run seg + (KW - 1)*dil long, shifted by kw*dil
+// (scatter: by (KW - 1 - kw)*dil, its offsets pad - kw*dil descending). So
+// one step covers KW taps of one (kd, kh) pair, and each source row leaves
+// L2 once per (kd, kh) instead of once per tap. The chain of each output
+// runs (kd, kh) pairs, then channels in blocks of kHaloBK (one atom K), then
+// W taps: the same terms and chain length as the tap-major step, in another
+// order (ReductionPlan counts the chain, not its order).
+inline constexpr int kHaloBK = 16;            // channels per halo block step: one sm_90 atom K
+inline constexpr int kHaloTaps = 3;           // most W taps one halo step holds
+inline constexpr int kHaloRows = 160;         // most staged source rows of a step
+inline constexpr int kHaloMinSeg = 16;        // shortest segment: whole sm_90 atoms of rows lie in one
+inline constexpr int kHaloLDK = kHaloBK + 8;  // row pitch: 48-byte rows, eight row reads in distinct banks
+// One stage of the halo step, in elements: kHaloRows staged rows, then
+// kHaloTaps B tiles of kMmaBN output channels (contract: [output
+// channel][channel] with pitch kHaloLDK; scatter: K-major, [channel][output
+// channel] with pitch kMmaLDN).
+inline constexpr int kHaloStageA = kHaloRows * kHaloLDK, kHaloStage = kHaloStageA + kHaloTaps * kMmaBN * kHaloLDK;
+// A halo step's segment length for output W extent w (0: no segments fit).
+KGATE_HD constexpr std::int32_t halo_seg(std::int32_t w) {
+  const std::int32_t seg = w < kMmaBM ? w : kMmaBM;
+  return seg >= kHaloMinSeg && (w % kMmaBM == 0 || kMmaBM % w == 0) ? seg : 0;
+}
+// The W taps of conv_mma's halo step for geometry `g` of the contract
+// family (rows over the output S) or the scatter family (rows over L), or 0
+// where it does not apply.
+KGATE_HD constexpr int halo_taps(const Geom& g, bool scatter) {
+  const std::int32_t seg = halo_seg(scatter ? g.L[2] : g.S[2]);
+  const bool unit = g.stride[2] == 1 && (!scatter || (g.stride[0] == 1 && g.stride[1] == 1));
+  if (!unit || g.K[2] < 2 || g.K[2] > kHaloTaps || seg == 0) return 0;
+  const std::int64_t rows = (kMmaBM / seg) * (seg + std::int64_t{g.K[2] - 1} * g.dil[2]);
+  return rows <= kHaloRows ? g.K[2] : 0;
+}
+
+// conv_mma's stages, A tiles then B tiles (or halo stages: kHaloStage), in
+// bytes; they are dynamic LDS
 // where they pass CUDA's 48 KiB of static shared memory with the kernel's
 // other arrays (three stages), static otherwise (two: so that the gfx942
 // resource report counts them).
 KGATE_HD constexpr std::size_t mma_stage_bytes(rt::Target t) {
-  return static_cast<std::size_t>(mma_stages(t)) * (kMmaBM + kMmaBN) * kMmaLDK * sizeof(std::uint16_t);
+  const std::size_t tap_major = static_cast<std::size_t>(kMmaBM + kMmaBN) * kMmaLDK;
+  const std::size_t halo = mma_stages(t) > 2 ? static_cast<std::size_t>(kHaloStage) : 0;  // asynchronous copies only
+  return static_cast<std::size_t>(mma_stages(t)) * (halo > tap_major ? halo : tap_major) * sizeof(std::uint16_t);
 }
 KGATE_HD constexpr std::size_t mma_dynamic_lds_bytes(rt::Target t) { return mma_stages(t) > 2 ? mma_stage_bytes(t) : 0; }
 template <rt::Target kT>
@@ -572,6 +620,35 @@ KGATE_DEVICE void async_stage_loop(std::int64_t nblk, Issue&& issue, Step&& step
   }
 }
 
+// Chunk kk (one atom K) of a block step: the wave's fragment loads, then
+// its atoms (mma_block_step's operands and bases).
+template <class Atom, class TT, bool kAK, bool kBK>
+[[gnu::always_inline]] KGATE_DEVICE void mma_chunk(const rt::lds_array<std::uint16_t>& sA, int abase,
+                                                   const rt::lds_array<std::uint16_t>& sB, int bbase, int kk,
+                                                   rt::mma::c_frag<Atom> (&acc)[TT::AM][TT::AN]) {
+  namespace mma = kgate::rt::mma;
+  mma::a_frag<Atom> af[TT::AM];
+  mma::b_frag<Atom> bf[TT::AN];
+KGATE_UNROLL
+  for (int u = 0; u < TT::AM; ++u) {
+    if constexpr (kAK)
+      af[u] = mma::load_a_lds_kmajor<Atom>(sA, abase + u * Atom::M + kk * Atom::K * kMmaLDM, kMmaLDM);
+    else
+      af[u] = mma::load_a_lds<Atom>(sA, abase + u * Atom::M * TT::LDK + kk * Atom::K, TT::LDK);
+  }
+KGATE_UNROLL
+  for (int v = 0; v < TT::AN; ++v) {
+    if constexpr (kBK)
+      bf[v] = mma::load_b_lds_kmajor<Atom>(sB, bbase + v * Atom::N + kk * Atom::K * kMmaLDN, kMmaLDN);
+    else
+      bf[v] = mma::load_b_lds<Atom>(sB, bbase + v * Atom::N * TT::LDK + kk * Atom::K, TT::LDK);
+  }
+KGATE_UNROLL
+  for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+    for (int v = 0; v < TT::AN; ++v) acc[u][v] = mma::mma<Atom>(af[u], bf[v], acc[u][v]);
+}
+
 // One LDS stage through a wave's atoms: K chunks 0 .. chunks-1 of the block
 // step (chunks <= kMmaBK / Atom::K; the caller stops the chain after the
 // last chunk holding a term, as the reduction plan counts it). A is staged
@@ -579,34 +656,27 @@ KGATE_DEVICE void async_stage_loop(std::int64_t nblk, Issue&& issue, Step&& step
 // with row pitch LDK; K-major (kAK, kBK): as [k][GEMM row] with pitch
 // kMmaLDM, [k][GEMM column] with pitch kMmaLDN. The wave's tile is rows
 // wm*WTM.., columns wn*WTN.. of the block tile.
-template <class Atom, class TT, bool kAK = false, bool kBK = false>
+template <class Atom, class TT, bool kAK = false, bool kBK = false, bool kFreeChunks = true>
 KGATE_DEVICE void mma_block_step(const rt::lds_array<std::uint16_t>& sA, int a0, const rt::lds_array<std::uint16_t>& sB,
                                  int b0, int wm, int wn, std::int64_t chunks, rt::mma::c_frag<Atom> (&acc)[TT::AM][TT::AN]) {
   namespace mma = kgate::rt::mma;
   static_assert(TT::LDK % 8 == 0 && Atom::K % 8 == 0);  // 16-byte rows for the fragment loads
   const int abase = a0 + wm * TT::WTM * (kAK ? 1 : TT::LDK), bbase = b0 + wn * TT::WTN * (kBK ? 1 : TT::LDK);
-  for (int kk = 0; kk < kMmaBK / Atom::K; ++kk) {
+  // A whole step without a branch between its chunks, so that the
+  // compiler may issue one chunk's fragment loads under the previous
+  // chunk's atoms (a branch between them keeps each chunk's atoms waiting
+  // on its own loads); a step with fewer chunks stops after the last.
+  constexpr int kChunks = kMmaBK / Atom::K;
+  if constexpr (kFreeChunks) {
+    if (chunks >= kChunks) {
+KGATE_UNROLL
+      for (int kk = 0; kk < kChunks; ++kk) mma_chunk<Atom, TT, kAK, kBK>(sA, abase, sB, bbase, kk, acc);
+      return;
+    }
+  }
+  for (int kk = 0; kk < kChunks; ++kk) {
     if (kk >= chunks) break;
-    mma::a_frag<Atom> af[TT::AM];
-    mma::b_frag<Atom> bf[TT::AN];
-KGATE_UNROLL
-    for (int u = 0; u < TT::AM; ++u) {
-      if constexpr (kAK)
-        af[u] = mma::load_a_lds_kmajor<Atom>(sA, abase + u * Atom::M + kk * Atom::K * kMmaLDM, kMmaLDM);
-      else
-        af[u] = mma::load_a_lds<Atom>(sA, abase + u * Atom::M * TT::LDK + kk * Atom::K, TT::LDK);
-    }
-KGATE_UNROLL
-    for (int v = 0; v < TT::AN; ++v) {
-      if constexpr (kBK)
-        bf[v] = mma::load_b_lds_kmajor<Atom>(sB, bbase + v * Atom::N + kk * Atom::K * kMmaLDN, kMmaLDN);
-      else
-        bf[v] = mma::load_b_lds<Atom>(sB, bbase + v * Atom::N * TT::LDK + kk * Atom::K, TT::LDK);
-    }
-KGATE_UNROLL
-    for (int u = 0; u < TT::AM; ++u)
-KGATE_UNROLL
-      for (int v = 0; v < TT::AN; ++v) acc[u][v] = mma::mma<Atom>(af[u], bf[v], acc[u][v]);
+    mma_chunk<Atom, TT, kAK, kBK>(sA, abase, sB, bbase, kk, acc);
   }
 }
 
@@ -844,6 +914,129 @@ KGATE_UNROLL
   };
   if (nblk > 0) enter_tap();
   if constexpr (kStages > 2) {
+    {
+      if (const int kwt = halo_taps(g, kScatter); a.wide && kwt > 0) {
+        // The W-halo block step (halo_taps), kStages stages of kHaloStage:
+        // staged rows [segment][seg + (KW-1)*dil] of kHaloBK channels, then
+        // KW B tiles. A work-item copies pack hc of staged rows t/kHP +
+        // kHR*s, each decoded once: its source position at (kd, kh) = (0,
+        // 0) less that pair's offsets (W: the staged run's own position,
+        // checked once), and one pack of every W tap's B tile (contract:
+        // pack hc of output channel t/kHP; scatter: pack t % kBRow of
+        // channel t / kBRow).
+        static_assert(kHaloBK == Atom::K && kHaloMinSeg % Atom::M == 0 && TT::WTM % Atom::M == 0);
+        constexpr int kHP = kHaloBK / kMmaVec, kHR = kMmaThreads / kHP, kHPass = (kHaloRows + kHR - 1) / kHR;
+        static_assert(kHR == kMmaBN && kStages * kHaloStage * sizeof(std::uint16_t) <= mma_stage_bytes(Atom::target));
+        static_assert(kHaloBK * kBRow == kMmaThreads && kHaloBK * kMmaLDN <= kMmaBN * kHaloLDK);
+        // Source offsets: contract k*dil - pad, scatter pad - k*dil; the
+        // staged run starts at the W tap of the lowest offset (contract kw
+        // = 0, scatter kw = KW - 1).
+        const std::int32_t sgn = kScatter ? -1 : 1;
+        const std::int32_t w_lo = kScatter ? g.pad[2] - (kwt - 1) * g.dil[2] : -g.pad[2];
+        auto ha_at = [](int st) { return st * kHaloStage; };
+        auto hb_at = [](int st) { return st * kHaloStage + kHaloStageA; };
+        const std::int32_t seg = halo_seg(g.S[2]), hw = seg + (kwt - 1) * g.dil[2], rows = (kMmaBM / seg) * hw;
+        const int hc = t % kHP;
+        std::int64_t hbase[kHPass];
+        std::int32_t hr[kHPass][2];
+        bool hok[kHPass];
+KGATE_UNROLL
+        for (int s = 0; s < kHPass; ++s) {
+          const std::int32_t j = t / kHP + kHR * s, sg = j / hw;
+          const std::int64_t m = m0 + std::int64_t{sg} * seg;
+          std::int64_t b, i[3];
+          decode_row(j < rows && m < M ? m : m0, ext, b, i);
+          const std::int32_t w = static_cast<std::int32_t>(i[2]) + (j - sg * hw) + w_lo;
+          hok[s] = j < rows && m < M && static_cast<std::uint32_t>(w) < static_cast<std::uint32_t>(src[2]);
+          hr[s][0] = static_cast<std::int32_t>(i[0] * mul[0]);
+          hr[s][1] = static_cast<std::int32_t>(i[1] * mul[1]);
+          hbase[s] = (((b * src[0] + hr[s][0]) * src[1] + hr[s][1]) * src[2] + w) * cstride + grp * kdim + hc * kMmaVec;
+        }
+        const bool hcol = kScatter ? c0 + (t % kBRow) * kMmaVec < ndim : c0 + t / kHP < ndim;
+        const std::int64_t hwb = kScatter ? (grp * g.csg + t / kBRow) * g.taps * g.clg + c0 + (t % kBRow) * kMmaVec
+                                          : (grp * g.csg + c0 + t / kHP) * g.taps * g.clg + hc * kMmaVec;
+        // The step the next issue copies: channels hq.., pair (kd, kh) = hk,
+        // its source offsets ho, their element delta and its kw = 0 tap.
+        std::int32_t hq = 0, hk[2] = {0, 0}, ho[2] = {0, 0};
+        std::int64_t hdelta = 0, htap = 0;
+        auto enter_pair = [&] {
+KGATE_UNROLL
+          for (int x = 0; x < 2; ++x) ho[x] = sgn * (hk[x] * g.dil[x] - g.pad[x]);
+          hdelta = (std::int64_t{ho[0]} * src[1] + ho[1]) * src[2] * cstride;
+          htap = (std::int64_t{hk[0]} * g.K[1] + hk[1]) * g.K[2];
+        };
+        enter_pair();
+        auto issue = [&](std::int64_t, int st) {
+          const bool qin = hq + hc * kMmaVec < kdim;  // A's pack (contract: also B's)
+KGATE_UNROLL
+          for (int s = 0; s < kHPass; ++s) {
+            const std::int32_t j = t / kHP + kHR * s;
+            if (j >= rows) break;  // no atom reads it (rows ascend with s)
+            const bool in = qin && hok[s] && static_cast<std::uint32_t>(hr[s][0] + ho[0]) < static_cast<std::uint32_t>(src[0]) &&
+                            static_cast<std::uint32_t>(hr[s][1] + ho[1]) < static_cast<std::uint32_t>(src[1]);
+            sT.copy_async<P>(ha_at(st) + j * kHaloLDK + hc * kMmaVec,
+                             reinterpret_cast<const P*>(in ? A + (hbase[s] + hdelta + hq) : A), in);
+          }
+KGATE_UNROLL
+          for (int kw = 0; kw < kHaloTaps; ++kw) {
+            if (kw >= kwt) break;
+            if constexpr (kScatter) {
+              const bool in = hq + t / kBRow < kdim && hcol;
+              sT.copy_async<P>(hb_at(st) + kw * kMmaBN * kHaloLDK + (t / kBRow) * kMmaLDN + (t % kBRow) * kMmaVec,
+                               reinterpret_cast<const P*>(in ? W + (hwb + hq * g.taps * g.clg + (htap + kw) * g.clg) : W), in);
+            } else {
+              const bool in = qin && hcol;
+              sT.copy_async<P>(hb_at(st) + (kw * kMmaBN + t / kHP) * kHaloLDK + hc * kMmaVec,
+                               reinterpret_cast<const P*>(in ? W + (hwb + (htap + kw) * g.clg + hq) : W), in);
+            }
+          }
+          hq += kHaloBK;
+          if (hq < kdim) return;
+          hq = 0;
+          if (++hk[1] == g.K[1]) hk[1] = 0, ++hk[0];
+          if (hk[0] < g.K[0]) enter_pair();
+        };
+        // The staged row of each of the wave's atom rows at kw = 0 (an
+        // atom's rows lie in one segment).
+        std::int32_t arow[TT::AM];
+KGATE_UNROLL
+        for (int u = 0; u < TT::AM; ++u) {
+          const std::int32_t r = wm * TT::WTM + u * Atom::M;
+          arow[u] = (r / seg) * hw + r % seg;
+        }
+        auto tap_atoms = [&](int st, int kw) {
+          mma::a_frag<Atom> af[TT::AM];
+          mma::b_frag<Atom> bf[TT::AN];
+KGATE_UNROLL
+          for (int u = 0; u < TT::AM; ++u)
+            af[u] = mma::load_a_lds<Atom>(sT, ha_at(st) + (arow[u] + (kScatter ? kwt - 1 - kw : kw) * g.dil[2]) * kHaloLDK,
+                                          kHaloLDK);
+KGATE_UNROLL
+          for (int v = 0; v < TT::AN; ++v) {
+            if constexpr (kScatter)
+              bf[v] = mma::load_b_lds_kmajor<Atom>(sT, hb_at(st) + kw * kMmaBN * kHaloLDK + wn * TT::WTN + v * Atom::N, kMmaLDN);
+            else
+              bf[v] = mma::load_b_lds<Atom>(sT, hb_at(st) + (kw * kMmaBN + wn * TT::WTN + v * Atom::N) * kHaloLDK, kHaloLDK);
+          }
+KGATE_UNROLL
+          for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+            for (int v = 0; v < TT::AN; ++v) acc[u][v] = mma::mma<Atom>(af[u], bf[v], acc[u][v]);
+        };
+        // kHaloTaps taps without a branch between them (mma_block_step).
+        auto step = [&](std::int64_t, int st) {
+          if (kwt == kHaloTaps) {
+KGATE_UNROLL
+            for (int kw = 0; kw < kHaloTaps; ++kw) tap_atoms(st, kw);
+          } else {
+            for (int kw = 0; kw < kwt; ++kw) tap_atoms(st, kw);
+          }
+        };
+        async_stage_loop<kStages>(std::int64_t{g.K[0]} * g.K[1] * ceil_div(kdim, kHaloBK), issue, step);
+        store_c_staged();
+        return;
+      }
+    }
     if (a.wide) {
       // kStages stages filled by asynchronous copies (async_stage_loop). The
       // scatter family's B rows (output channels contiguous) are staged as
@@ -1058,7 +1251,7 @@ KGATE_UNROLL
         while (c[1] >= g.S[0]) c[1] -= g.S[0], ++c[0], rowoff += d0;
       };
       async_stage_loop<kStages>(nblk, issue, [&](std::int64_t blk, int st) {
-        mma_block_step<Atom, TT, true, true>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn,
+        mma_block_step<Atom, TT, true, true, false>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn,
                                          ceil_div(r_end - (r_begin + blk * kMmaBK), Atom::K), acc);
       });
       store_out();

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "kernels/api.hpp"
+#include "kernels/conv3d/conv3d.hpp"
 #include "kernels/conv3d/conv_kernels.hpp"
 #include "kernels/driver.hpp"
 #include "kernels/runtime/runtime.hpp"
@@ -229,6 +230,7 @@ TEST(ConvKernel, MatrixCoreModelsPassAndAPlantedDefectFails) {
       {"conv3d.bwd_data bf16:fp32 n1 c32 k64 d6 kd3 p1", "conv_scatter_mma", Role::dx},
       {"conv3d.bwd_data bf16:fp32 n1 c24 k12 d11 kd3 s2 p1", "conv_scatter_mma", Role::dx},
       {"conv_transpose3d.fwd bf16:fp32 n1 c64 k32 d6 kd2 s2 bias", "conv_scatter_mma", Role::y},
+      {"conv3d.fwd bf16:fp32 n1 c24 k64 d4 h3 w32 kd3 p1 bias", "conv_contract_mma", Role::y},  // sm_90: W-halo step
   };
   for (const rt::Target target : {rt::Target::gfx942, rt::Target::sm90}) {
     rt::host::ScopedConfig cfg(rt::host::config_for(target, rt::host::config()));
@@ -363,6 +365,49 @@ TEST(ConvKernel, BoundaryProblemsReachEveryPlanValue) {
   }
   EXPECT_FALSE(kernels::unreachable_branches("conv3d.fwd").empty());
   EXPECT_TRUE(kernels::boundary_problems("conv3d.nothing").empty());
+}
+
+// The W-halo step's rule (cv::halo_taps) on geometries at its edges, the
+// plan publishing it on sm_90 only, and boundary problems that reach it with
+// two and three taps beside tap-major matrix-core plans.
+TEST(ConvKernel, HaloStepRuleAndItsBoundaryProblems) {
+  auto taps = [](const char* d) {
+    const ConvProblem p = conv(d);
+    return kernels::cv::halo_taps(kernels::conv_device_geom(p), p.dir == ConvDir::bwd_data);
+  };
+  EXPECT_EQ(taps("conv3d.fwd bf16 n1 c8 k8 d4 w16 kd3 p1"), 3);
+  EXPECT_EQ(taps("conv3d.fwd bf16 n1 c8 k8 d4 w64 kd3 p1"), 3);
+  EXPECT_EQ(taps("conv3d.fwd bf16 n1 c8 k8 d2 w256 kd3 p1"), 3);
+  EXPECT_EQ(taps("conv3d.fwd bf16 n1 c8 k8 d4 w16 kd2"), 0);           // output W 15: no whole segments
+  EXPECT_EQ(taps("conv3d.fwd bf16 n1 c8 k8 d4 w8 kd3 p1"), 0);         // segments below an atom's rows
+  EXPECT_EQ(taps("conv3d.fwd bf16 n1 c8 k8 d4 w48 kd3 p1"), 0);        // 48 divides no tile
+  EXPECT_EQ(taps("conv3d.fwd bf16 n1 c8 k8 d4 w32 kd3 s2 p1"), 0);     // W stride 2
+  EXPECT_EQ(taps("conv3d.fwd bf16 n1 c8 k8 d4 w16 kd1"), 0);           // one W tap
+  EXPECT_EQ(taps("conv3d.fwd bf16 n1 c8 k8 d8 w20 kd5"), 0);        // five W taps
+  EXPECT_EQ(taps("conv3d.fwd bf16 n1 c8 k8 d4 w16 kd3 p2 dil2"), 3);   // 8 x (16 + 4) = 160 staged rows
+  EXPECT_EQ(taps("conv3d.fwd bf16 n1 c8 k8 d4 w16 kd3 p3 dil3"), 0);   // 8 x (16 + 6) rows: past kHaloRows
+  // The scatter family (conv3d backward-data): rows over the input's W,
+  // one stride phase.
+  EXPECT_EQ(taps("conv3d.bwd_data bf16 n1 c8 k8 d4 w16 kd3 p1"), 3);
+  EXPECT_EQ(taps("conv3d.bwd_data bf16 n1 c8 k8 d4 w32 kd3 p2 dil2"), 3);
+  EXPECT_EQ(taps("conv3d.bwd_data bf16 n1 c8 k8 d4 w16 kd3"), 3);         // output W 14, input W 16
+  EXPECT_EQ(taps("conv3d.bwd_data bf16 n1 c8 k8 d4 w14 kd3 p0"), 0);      // input W 14
+  EXPECT_EQ(taps("conv3d.bwd_data bf16 n1 c8 k8 d8 h8 w16 kd3 sd2 sh1 sw1 p1"), 0);  // two stride phases
+  const char* d = "conv3d.fwd bf16 n1 c32 k64 d4 w64 kd3 p1";
+  {
+    rt::host::ScopedConfig gfx(rt::host::config_for(rt::Target::gfx942, rt::host::config()));
+    EXPECT_EQ(kernels::plan(parse_descriptor(d)).params.count("halo_taps"), 0u);  // registers: tap-major only
+  }
+  rt::host::ScopedConfig cfg(rt::host::config_for(rt::Target::sm90, rt::host::config()));
+  EXPECT_EQ(param_or(kernels::plan(parse_descriptor(d)), "halo_taps", -1), 3);
+  for (const char* op : {"conv3d.fwd", "conv3d.bwd_data", "conv_transpose3d.fwd", "conv_transpose3d.bwd_data"}) {
+    std::set<std::int64_t> seen;
+    for (const auto& b : kernels::boundary_problems(op)) {
+      const kernels::Plan pl = kernels::plan(b.problem);
+      if (pl.params.count("halo_taps")) seen.insert(pl.params.at("halo_taps"));
+    }
+    EXPECT_EQ(seen, (std::set<std::int64_t>{0, 2, 3})) << op;
+  }
 }
 
 // The backward-weight split rule's limits, checked without a run: a
