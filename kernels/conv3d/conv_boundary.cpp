@@ -297,13 +297,16 @@ void mma_cases(Gen& g) {
       // The W-halo step where the plan names one (asynchronous copies):
       // 16-position segments (W 16: eight per tile, ragged M past the
       // second tile's first segment, K channels half an atom past whole
-      // ones, a ragged column tile, bias), and a 128-position segment with
-      // two W taps 2 apart and two groups (contract: a stride along D; the
-      // scatter family's step needs one stride phase).
-      ConvProblem p = make_nk(tn + 8, ak + 8, 1, {3, 3, 16}, 1);
+      // ones, a ragged column tile, bias; the scatter family without W
+      // padding, so that its rows' W (16, over L) differs from S's 14),
+      // and a 128-position segment with two W taps 2 apart and two groups
+      // (contract: a stride along D; the scatter family's step needs one
+      // stride phase).
+      const bool ct = g.op == ConvOp::conv_transpose3d;
+      ConvProblem p = make_nk(tn + 8, ak + 8, 1, {3, 3, sc && ct ? 14 : 16}, 1);
       g.types(p, t);
       p.kernel = {3, 3, 3};
-      p.pad_front = p.pad_back = {1, 1, 1};
+      p.pad_front = p.pad_back = {1, 1, sc ? 0 : 1};
       p.bias = g.has_bias();
       g.add(p, "matrix cores " + pn + ": 3x3x3 over W 16 (" + halo_name(conv_plan(p)) +
                    "), ragged M, N and K, bias");

@@ -620,33 +620,22 @@ KGATE_DEVICE void async_stage_loop(std::int64_t nblk, Issue&& issue, Step&& step
   }
 }
 
-// Chunk kk (one atom K) of a block step: the wave's fragment loads, then
-// its atoms (mma_block_step's operands and bases).
-template <class Atom, class TT, bool kAK, bool kBK>
-[[gnu::always_inline]] KGATE_DEVICE void mma_chunk(const rt::lds_array<std::uint16_t>& sA, int abase,
-                                                   const rt::lds_array<std::uint16_t>& sB, int bbase, int kk,
+// The atoms of one atom-K chunk: the wave's fragments, A fragment u from
+// load_a(u) and B fragment v from load_b(v) (LDS fragment loads), then
+// every atom of the wave's tile.
+template <class Atom, class TT, class LoadA, class LoadB>
+[[gnu::always_inline]] KGATE_DEVICE void mma_atoms(LoadA&& load_a, LoadB&& load_b,
                                                    rt::mma::c_frag<Atom> (&acc)[TT::AM][TT::AN]) {
-  namespace mma = kgate::rt::mma;
-  mma::a_frag<Atom> af[TT::AM];
-  mma::b_frag<Atom> bf[TT::AN];
+  rt::mma::a_frag<Atom> af[TT::AM];
+  rt::mma::b_frag<Atom> bf[TT::AN];
 KGATE_UNROLL
-  for (int u = 0; u < TT::AM; ++u) {
-    if constexpr (kAK)
-      af[u] = mma::load_a_lds_kmajor<Atom>(sA, abase + u * Atom::M + kk * Atom::K * kMmaLDM, kMmaLDM);
-    else
-      af[u] = mma::load_a_lds<Atom>(sA, abase + u * Atom::M * TT::LDK + kk * Atom::K, TT::LDK);
-  }
+  for (int u = 0; u < TT::AM; ++u) af[u] = load_a(u);
 KGATE_UNROLL
-  for (int v = 0; v < TT::AN; ++v) {
-    if constexpr (kBK)
-      bf[v] = mma::load_b_lds_kmajor<Atom>(sB, bbase + v * Atom::N + kk * Atom::K * kMmaLDN, kMmaLDN);
-    else
-      bf[v] = mma::load_b_lds<Atom>(sB, bbase + v * Atom::N * TT::LDK + kk * Atom::K, TT::LDK);
-  }
+  for (int v = 0; v < TT::AN; ++v) bf[v] = load_b(v);
 KGATE_UNROLL
   for (int u = 0; u < TT::AM; ++u)
 KGATE_UNROLL
-    for (int v = 0; v < TT::AN; ++v) acc[u][v] = mma::mma<Atom>(af[u], bf[v], acc[u][v]);
+    for (int v = 0; v < TT::AN; ++v) acc[u][v] = rt::mma::mma<Atom>(af[u], bf[v], acc[u][v]);
 }
 
 // One LDS stage through a wave's atoms: K chunks 0 .. chunks-1 of the block
@@ -666,17 +655,29 @@ KGATE_DEVICE void mma_block_step(const rt::lds_array<std::uint16_t>& sA, int a0,
   // compiler may issue one chunk's fragment loads under the previous
   // chunk's atoms (a branch between them keeps each chunk's atoms waiting
   // on its own loads); a step with fewer chunks stops after the last.
+  auto chunk = [&](int kk) {
+    mma_atoms<Atom, TT>(
+        [&](int u) {
+          if constexpr (kAK) return mma::load_a_lds_kmajor<Atom>(sA, abase + u * Atom::M + kk * Atom::K * kMmaLDM, kMmaLDM);
+          else return mma::load_a_lds<Atom>(sA, abase + u * Atom::M * TT::LDK + kk * Atom::K, TT::LDK);
+        },
+        [&](int v) {
+          if constexpr (kBK) return mma::load_b_lds_kmajor<Atom>(sB, bbase + v * Atom::N + kk * Atom::K * kMmaLDN, kMmaLDN);
+          else return mma::load_b_lds<Atom>(sB, bbase + v * Atom::N * TT::LDK + kk * Atom::K, TT::LDK);
+        },
+        acc);
+  };
   constexpr int kChunks = kMmaBK / Atom::K;
   if constexpr (kFreeChunks) {
     if (chunks >= kChunks) {
 KGATE_UNROLL
-      for (int kk = 0; kk < kChunks; ++kk) mma_chunk<Atom, TT, kAK, kBK>(sA, abase, sB, bbase, kk, acc);
+      for (int kk = 0; kk < kChunks; ++kk) chunk(kk);
       return;
     }
   }
   for (int kk = 0; kk < kChunks; ++kk) {
     if (kk >= chunks) break;
-    mma_chunk<Atom, TT, kAK, kBK>(sA, abase, sB, bbase, kk, acc);
+    chunk(kk);
   }
 }
 
@@ -914,128 +915,121 @@ KGATE_UNROLL
   };
   if (nblk > 0) enter_tap();
   if constexpr (kStages > 2) {
-    {
-      if (const int kwt = halo_taps(g, kScatter); a.wide && kwt > 0) {
-        // The W-halo block step (halo_taps), kStages stages of kHaloStage:
-        // staged rows [segment][seg + (KW-1)*dil] of kHaloBK channels, then
-        // KW B tiles. A work-item copies pack hc of staged rows t/kHP +
-        // kHR*s, each decoded once: its source position at (kd, kh) = (0,
-        // 0) less that pair's offsets (W: the staged run's own position,
-        // checked once), and one pack of every W tap's B tile (contract:
-        // pack hc of output channel t/kHP; scatter: pack t % kBRow of
-        // channel t / kBRow).
-        static_assert(kHaloBK == Atom::K && kHaloMinSeg % Atom::M == 0 && TT::WTM % Atom::M == 0);
-        constexpr int kHP = kHaloBK / kMmaVec, kHR = kMmaThreads / kHP, kHPass = (kHaloRows + kHR - 1) / kHR;
-        static_assert(kHR == kMmaBN && kStages * kHaloStage * sizeof(std::uint16_t) <= mma_stage_bytes(Atom::target));
-        static_assert(kHaloBK * kBRow == kMmaThreads && kHaloBK * kMmaLDN <= kMmaBN * kHaloLDK);
-        // Source offsets: contract k*dil - pad, scatter pad - k*dil; the
-        // staged run starts at the W tap of the lowest offset (contract kw
-        // = 0, scatter kw = KW - 1).
-        const std::int32_t sgn = kScatter ? -1 : 1;
-        const std::int32_t w_lo = kScatter ? g.pad[2] - (kwt - 1) * g.dil[2] : -g.pad[2];
-        auto ha_at = [](int st) { return st * kHaloStage; };
-        auto hb_at = [](int st) { return st * kHaloStage + kHaloStageA; };
-        const std::int32_t seg = halo_seg(g.S[2]), hw = seg + (kwt - 1) * g.dil[2], rows = (kMmaBM / seg) * hw;
-        const int hc = t % kHP;
-        std::int64_t hbase[kHPass];
-        std::int32_t hr[kHPass][2];
-        bool hok[kHPass];
+    if (const int kwt = halo_taps(g, kScatter); a.wide && kwt > 0) {
+      // The W-halo block step (halo_taps), kStages stages of kHaloStage:
+      // staged rows [segment][seg + (KW-1)*dil] of kHaloBK channels, then
+      // KW B tiles. A work-item copies pack hc of staged rows t/kHP +
+      // kHR*s, each decoded once: its source position at (kd, kh) = (0,
+      // 0) less that pair's offsets (W: the staged run's own position,
+      // checked once), and one pack of every W tap's B tile (contract:
+      // pack hc of output channel t/kHP; scatter: pack t % kBRow of
+      // channel t / kBRow).
+      static_assert(kHaloBK == Atom::K && kHaloMinSeg % Atom::M == 0 && TT::WTM % Atom::M == 0);
+      constexpr int kHP = kHaloBK / kMmaVec, kHR = kMmaThreads / kHP, kHPass = (kHaloRows + kHR - 1) / kHR;
+      static_assert(kHR == kMmaBN && kStages * kHaloStage * sizeof(std::uint16_t) <= mma_stage_bytes(Atom::target));
+      static_assert(kHaloBK * kBRow == kMmaThreads && kHaloBK * kMmaLDN <= kMmaBN * kHaloLDK);
+      // Source offsets: contract k*dil - pad, scatter pad - k*dil; the
+      // staged run starts at the W tap of the lowest offset (contract kw
+      // = 0, scatter kw = KW - 1).
+      const std::int32_t sgn = kScatter ? -1 : 1;
+      const std::int32_t w_lo = kScatter ? g.pad[2] - (kwt - 1) * g.dil[2] : -g.pad[2];
+      auto ha_at = [](int st) { return st * kHaloStage; };
+      auto hb_at = [](int st) { return st * kHaloStage + kHaloStageA; };
+      const std::int32_t seg = halo_seg(ext[2]), hw = seg + (kwt - 1) * g.dil[2], rows = (kMmaBM / seg) * hw;
+      const int hc = t % kHP;
+      std::int64_t hbase[kHPass];
+      std::int32_t hr[kHPass][2];
+      bool hok[kHPass];
+KGATE_UNROLL
+      for (int s = 0; s < kHPass; ++s) {
+        const std::int32_t j = t / kHP + kHR * s, sg = j / hw;
+        const std::int64_t m = m0 + std::int64_t{sg} * seg;
+        std::int64_t b, i[3];
+        decode_row(j < rows && m < M ? m : m0, ext, b, i);
+        const std::int32_t w = static_cast<std::int32_t>(i[2]) + (j - sg * hw) + w_lo;
+        hok[s] = j < rows && m < M && static_cast<std::uint32_t>(w) < static_cast<std::uint32_t>(src[2]);
+        hr[s][0] = static_cast<std::int32_t>(i[0] * mul[0]);
+        hr[s][1] = static_cast<std::int32_t>(i[1] * mul[1]);
+        hbase[s] = (((b * src[0] + hr[s][0]) * src[1] + hr[s][1]) * src[2] + w) * cstride + grp * kdim + hc * kMmaVec;
+      }
+      const bool hcol = kScatter ? c0 + (t % kBRow) * kMmaVec < ndim : c0 + t / kHP < ndim;
+      const std::int64_t hwb = kScatter ? (grp * g.csg + t / kBRow) * g.taps * g.clg + c0 + (t % kBRow) * kMmaVec
+                                        : (grp * g.csg + c0 + t / kHP) * g.taps * g.clg + hc * kMmaVec;
+      // The step the next issue copies: channels hq.., pair (kd, kh) = hk,
+      // its source offsets ho, their element delta and its kw = 0 tap.
+      std::int32_t hq = 0, hk[2] = {0, 0}, ho[2] = {0, 0};
+      std::int64_t hdelta = 0, htap = 0;
+      auto enter_pair = [&] {
+KGATE_UNROLL
+        for (int x = 0; x < 2; ++x) ho[x] = sgn * (hk[x] * g.dil[x] - g.pad[x]);
+        hdelta = (std::int64_t{ho[0]} * src[1] + ho[1]) * src[2] * cstride;
+        htap = (std::int64_t{hk[0]} * g.K[1] + hk[1]) * g.K[2];
+      };
+      enter_pair();
+      auto issue = [&](std::int64_t, int st) {
+        const bool qin = hq + hc * kMmaVec < kdim;  // A's pack (contract: also B's)
 KGATE_UNROLL
         for (int s = 0; s < kHPass; ++s) {
-          const std::int32_t j = t / kHP + kHR * s, sg = j / hw;
-          const std::int64_t m = m0 + std::int64_t{sg} * seg;
-          std::int64_t b, i[3];
-          decode_row(j < rows && m < M ? m : m0, ext, b, i);
-          const std::int32_t w = static_cast<std::int32_t>(i[2]) + (j - sg * hw) + w_lo;
-          hok[s] = j < rows && m < M && static_cast<std::uint32_t>(w) < static_cast<std::uint32_t>(src[2]);
-          hr[s][0] = static_cast<std::int32_t>(i[0] * mul[0]);
-          hr[s][1] = static_cast<std::int32_t>(i[1] * mul[1]);
-          hbase[s] = (((b * src[0] + hr[s][0]) * src[1] + hr[s][1]) * src[2] + w) * cstride + grp * kdim + hc * kMmaVec;
+          const std::int32_t j = t / kHP + kHR * s;
+          if (j >= rows) break;  // no atom reads it (rows ascend with s)
+          const bool in = qin && hok[s] && static_cast<std::uint32_t>(hr[s][0] + ho[0]) < static_cast<std::uint32_t>(src[0]) &&
+                          static_cast<std::uint32_t>(hr[s][1] + ho[1]) < static_cast<std::uint32_t>(src[1]);
+          sT.copy_async<P>(ha_at(st) + j * kHaloLDK + hc * kMmaVec,
+                           reinterpret_cast<const P*>(in ? A + (hbase[s] + hdelta + hq) : A), in);
         }
-        const bool hcol = kScatter ? c0 + (t % kBRow) * kMmaVec < ndim : c0 + t / kHP < ndim;
-        const std::int64_t hwb = kScatter ? (grp * g.csg + t / kBRow) * g.taps * g.clg + c0 + (t % kBRow) * kMmaVec
-                                          : (grp * g.csg + c0 + t / kHP) * g.taps * g.clg + hc * kMmaVec;
-        // The step the next issue copies: channels hq.., pair (kd, kh) = hk,
-        // its source offsets ho, their element delta and its kw = 0 tap.
-        std::int32_t hq = 0, hk[2] = {0, 0}, ho[2] = {0, 0};
-        std::int64_t hdelta = 0, htap = 0;
-        auto enter_pair = [&] {
 KGATE_UNROLL
-          for (int x = 0; x < 2; ++x) ho[x] = sgn * (hk[x] * g.dil[x] - g.pad[x]);
-          hdelta = (std::int64_t{ho[0]} * src[1] + ho[1]) * src[2] * cstride;
-          htap = (std::int64_t{hk[0]} * g.K[1] + hk[1]) * g.K[2];
-        };
-        enter_pair();
-        auto issue = [&](std::int64_t, int st) {
-          const bool qin = hq + hc * kMmaVec < kdim;  // A's pack (contract: also B's)
-KGATE_UNROLL
-          for (int s = 0; s < kHPass; ++s) {
-            const std::int32_t j = t / kHP + kHR * s;
-            if (j >= rows) break;  // no atom reads it (rows ascend with s)
-            const bool in = qin && hok[s] && static_cast<std::uint32_t>(hr[s][0] + ho[0]) < static_cast<std::uint32_t>(src[0]) &&
-                            static_cast<std::uint32_t>(hr[s][1] + ho[1]) < static_cast<std::uint32_t>(src[1]);
-            sT.copy_async<P>(ha_at(st) + j * kHaloLDK + hc * kMmaVec,
-                             reinterpret_cast<const P*>(in ? A + (hbase[s] + hdelta + hq) : A), in);
-          }
-KGATE_UNROLL
-          for (int kw = 0; kw < kHaloTaps; ++kw) {
-            if (kw >= kwt) break;
-            if constexpr (kScatter) {
-              const bool in = hq + t / kBRow < kdim && hcol;
-              sT.copy_async<P>(hb_at(st) + kw * kMmaBN * kHaloLDK + (t / kBRow) * kMmaLDN + (t % kBRow) * kMmaVec,
-                               reinterpret_cast<const P*>(in ? W + (hwb + hq * g.taps * g.clg + (htap + kw) * g.clg) : W), in);
-            } else {
-              const bool in = qin && hcol;
-              sT.copy_async<P>(hb_at(st) + (kw * kMmaBN + t / kHP) * kHaloLDK + hc * kMmaVec,
-                               reinterpret_cast<const P*>(in ? W + (hwb + (htap + kw) * g.clg + hq) : W), in);
-            }
-          }
-          hq += kHaloBK;
-          if (hq < kdim) return;
-          hq = 0;
-          if (++hk[1] == g.K[1]) hk[1] = 0, ++hk[0];
-          if (hk[0] < g.K[0]) enter_pair();
-        };
-        // The staged row of each of the wave's atom rows at kw = 0 (an
-        // atom's rows lie in one segment).
-        std::int32_t arow[TT::AM];
-KGATE_UNROLL
-        for (int u = 0; u < TT::AM; ++u) {
-          const std::int32_t r = wm * TT::WTM + u * Atom::M;
-          arow[u] = (r / seg) * hw + r % seg;
-        }
-        auto tap_atoms = [&](int st, int kw) {
-          mma::a_frag<Atom> af[TT::AM];
-          mma::b_frag<Atom> bf[TT::AN];
-KGATE_UNROLL
-          for (int u = 0; u < TT::AM; ++u)
-            af[u] = mma::load_a_lds<Atom>(sT, ha_at(st) + (arow[u] + (kScatter ? kwt - 1 - kw : kw) * g.dil[2]) * kHaloLDK,
-                                          kHaloLDK);
-KGATE_UNROLL
-          for (int v = 0; v < TT::AN; ++v) {
-            if constexpr (kScatter)
-              bf[v] = mma::load_b_lds_kmajor<Atom>(sT, hb_at(st) + kw * kMmaBN * kHaloLDK + wn * TT::WTN + v * Atom::N, kMmaLDN);
-            else
-              bf[v] = mma::load_b_lds<Atom>(sT, hb_at(st) + (kw * kMmaBN + wn * TT::WTN + v * Atom::N) * kHaloLDK, kHaloLDK);
-          }
-KGATE_UNROLL
-          for (int u = 0; u < TT::AM; ++u)
-KGATE_UNROLL
-            for (int v = 0; v < TT::AN; ++v) acc[u][v] = mma::mma<Atom>(af[u], bf[v], acc[u][v]);
-        };
-        // kHaloTaps taps without a branch between them (mma_block_step).
-        auto step = [&](std::int64_t, int st) {
-          if (kwt == kHaloTaps) {
-KGATE_UNROLL
-            for (int kw = 0; kw < kHaloTaps; ++kw) tap_atoms(st, kw);
+        for (int kw = 0; kw < kHaloTaps; ++kw) {
+          if (kw >= kwt) break;
+          if constexpr (kScatter) {
+            const bool in = hq + t / kBRow < kdim && hcol;
+            sT.copy_async<P>(hb_at(st) + kw * kMmaBN * kHaloLDK + (t / kBRow) * kMmaLDN + (t % kBRow) * kMmaVec,
+                             reinterpret_cast<const P*>(in ? W + (hwb + hq * g.taps * g.clg + (htap + kw) * g.clg) : W), in);
           } else {
-            for (int kw = 0; kw < kwt; ++kw) tap_atoms(st, kw);
+            const bool in = qin && hcol;
+            sT.copy_async<P>(hb_at(st) + (kw * kMmaBN + t / kHP) * kHaloLDK + hc * kMmaVec,
+                             reinterpret_cast<const P*>(in ? W + (hwb + (htap + kw) * g.clg + hq) : W), in);
           }
-        };
-        async_stage_loop<kStages>(std::int64_t{g.K[0]} * g.K[1] * ceil_div(kdim, kHaloBK), issue, step);
-        store_c_staged();
-        return;
+        }
+        hq += kHaloBK;
+        if (hq < kdim) return;
+        hq = 0;
+        if (++hk[1] == g.K[1]) hk[1] = 0, ++hk[0];
+        if (hk[0] < g.K[0]) enter_pair();
+      };
+      // The staged row of each of the wave's atom rows at kw = 0 (an
+      // atom's rows lie in one segment).
+      std::int32_t arow[TT::AM];
+KGATE_UNROLL
+      for (int u = 0; u < TT::AM; ++u) {
+        const std::int32_t r = wm * TT::WTM + u * Atom::M;
+        arow[u] = (r / seg) * hw + r % seg;
       }
+      auto tap_atoms = [&](int st, int kw) {
+        mma_atoms<Atom, TT>(
+            [&](int u) {
+              return mma::load_a_lds<Atom>(sT, ha_at(st) + (arow[u] + (kScatter ? kwt - 1 - kw : kw) * g.dil[2]) * kHaloLDK,
+                                           kHaloLDK);
+            },
+            [&](int v) {
+              if constexpr (kScatter)
+                return mma::load_b_lds_kmajor<Atom>(sT, hb_at(st) + kw * kMmaBN * kHaloLDK + wn * TT::WTN + v * Atom::N, kMmaLDN);
+              else
+                return mma::load_b_lds<Atom>(sT, hb_at(st) + (kw * kMmaBN + wn * TT::WTN + v * Atom::N) * kHaloLDK, kHaloLDK);
+            },
+            acc);
+      };
+      // kHaloTaps taps without a branch between them (mma_block_step).
+      auto step = [&](std::int64_t, int st) {
+        if (kwt == kHaloTaps) {
+KGATE_UNROLL
+          for (int kw = 0; kw < kHaloTaps; ++kw) tap_atoms(st, kw);
+        } else {
+          for (int kw = 0; kw < kwt; ++kw) tap_atoms(st, kw);
+        }
+      };
+      async_stage_loop<kStages>(std::int64_t{g.K[0]} * g.K[1] * ceil_div(kdim, kHaloBK), issue, step);
+      store_c_staged();
+      return;
     }
     if (a.wide) {
       // kStages stages filled by asynchronous copies (async_stage_loop). The

@@ -231,6 +231,8 @@ TEST(ConvKernel, MatrixCoreModelsPassAndAPlantedDefectFails) {
       {"conv3d.bwd_data bf16:fp32 n1 c24 k12 d11 kd3 s2 p1", "conv_scatter_mma", Role::dx},
       {"conv_transpose3d.fwd bf16:fp32 n1 c64 k32 d6 kd2 s2 bias", "conv_scatter_mma", Role::y},
       {"conv3d.fwd bf16:fp32 n1 c24 k64 d4 h3 w32 kd3 p1 bias", "conv_contract_mma", Role::y},  // sm_90: W-halo step
+      // sm_90: the W-halo step over L's W 16 (S's is 14)
+      {"conv3d.bwd_data bf16:fp32 n1 c32 k64 d4 h4 w16 kd3", "conv_scatter_mma", Role::dx},
   };
   for (const rt::Target target : {rt::Target::gfx942, rt::Target::sm90}) {
     rt::host::ScopedConfig cfg(rt::host::config_for(target, rt::host::config()));
