@@ -56,7 +56,7 @@ std::int64_t TensorView::offset(const Dims& index) const {
   return o;
 }
 
-void Tensor::Free::operator()(std::byte* p) const { std::free(p); }
+void Tensor::Free::operator()(std::byte* p) const { host_free(p, bytes); }
 
 Tensor::Tensor(DType dtype, Dims dims) : Tensor(dtype, std::move(dims), Unfilled{}) {
   std::memset(data_.get(), 0, static_cast<std::size_t>(nbytes()));
@@ -69,11 +69,9 @@ Tensor::Tensor(DType dtype, Dims dims, Unfilled) : dtype_(dtype), dims_(std::mov
     throw InputError("tensor shape", dims_string(dims_) + " is too large");
   check_fits_in_memory(bytes, "tensor " + dims_string(dims_) + " " + std::string(name(dtype_)));
   const std::size_t used = static_cast<std::size_t>(bytes), rounded = used == 0 ? 64 : (used + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
-  if (!p) throw std::bad_alloc();
-  advise_huge_pages(p, rounded);
-  std::memset(static_cast<std::byte*>(p) + used, 0, rounded - used);  // the alignment padding
-  data_.reset(static_cast<std::byte*>(p));
+  auto* p = static_cast<std::byte*>(host_alloc(rounded));
+  std::memset(p + used, 0, rounded - used);  // the alignment padding
+  data_ = std::unique_ptr<std::byte[], Free>(p, Free{rounded});
 }
 
 TensorView Tensor::view() const {

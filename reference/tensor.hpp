@@ -51,8 +51,9 @@ class Tensor {
  public:
   Tensor() = default;
   Tensor(DType dtype, Dims dims);  // zero-filled
-  // Not filled: for a producer that writes every element itself, so that a
-  // large tensor's pages are first touched by the threads that write them.
+  // Not filled (contents unspecified: a large tensor may reuse an earlier
+  // one's pages, see host_memory.hpp): for a producer that writes every
+  // element itself.
   struct Unfilled {};
   Tensor(DType dtype, Dims dims, Unfilled);
 
@@ -72,7 +73,10 @@ class Tensor {
   Tensor to(DType target) const;
 
  private:
-  struct Free { void operator()(std::byte* p) const; };
+  struct Free {
+    std::size_t bytes;  // as allocated (host_alloc)
+    void operator()(std::byte* p) const;
+  };
   DType dtype_ = DType::fp32;
   Dims dims_;
   std::int64_t numel_ = 0;

@@ -31,9 +31,11 @@
 #include <string>
 #include <thread>
 
+#include "reference/conv3d/gemm_rate.hpp"
 #include "reference/conv3d/ref.hpp"
 #include "reference/descriptor.hpp"
 #include "reference/fill.hpp"
+#include "reference/host_memory.hpp"
 
 namespace {
 
@@ -51,16 +53,21 @@ long status_kib(const char* key) {
     if (line.compare(0, k.size(), k) == 0) return std::stol(line.substr(k.size() + 1));
   return -1;
 }
-// Returns freed heap memory to the system first, so that the baseline is the
-// live data and memory reused from earlier calls is counted as new.
+// Returns freed heap memory and the host block cache's idle blocks to the
+// system first, so that the baseline is the live data and memory reused from
+// earlier calls is counted as new. Every call is therefore timed cold (its
+// large blocks first touched inside it); `kgate bench --arm ref` times warm
+// calls.
 void reset_peak_rss() {
   malloc_trim(0);
+  host_cache_release();
   std::ofstream f("/proc/self/clear_refs");
   f << "5";
 }
 
 // ---------------------------------------------------------------------------
-// Eigen GEMM rate: one 1024^3 product per thread, all threads at once.
+// Eigen GEMM rate (measure_gemm_rate(): one 1024^3 product per thread, all
+// threads at once, best of five).
 
 double cpu_seconds() {
   timespec t{};
@@ -74,56 +81,32 @@ double& gemm_core_rate() {
   return r;
 }
 
-double gemm_seconds(int threads, int n, int reps) {
-  std::vector<Eigen::MatrixXd> a, b, c;
-  for (int t = 0; t < threads; ++t) {
-    a.push_back(Eigen::MatrixXd::Random(n, n));
-    b.push_back(Eigen::MatrixXd::Random(n, n));
-    c.push_back(Eigen::MatrixXd::Zero(n, n));
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  const double c0 = cpu_seconds();
-  std::vector<std::thread> ts;
-  for (int t = 0; t < threads; ++t)
-    ts.emplace_back([&, t] {
-      for (int r = 0; r < reps; ++r) c[t].noalias() += a[t] * b[t];
-    });
-  for (auto& t : ts) t.join();
-  const double cpu = cpu_seconds() - c0;
-  const double flop = 2.0 * n * n * static_cast<double>(n) * reps * threads;
-  if (cpu > 0) gemm_core_rate() = std::max(gemm_core_rate(), flop / cpu / 1e9);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 double& gemm_rate() {  // GFLOP/s, all threads; measured by BM_EigenGemm
   static double r = 0;
   return r;
 }
 
-// The machine's rate is the best of kGemmTrials (the machine may be shared).
-constexpr int kGemmTrials = 5;
-double best_gemm_seconds(int threads, int n) {
-  double best = 1e300;
-  for (int t = 0; t < kGemmTrials; ++t) best = std::min(best, gemm_seconds(threads, n, 2));
-  return best;
+GemmRate measure(int threads) {
+  const GemmRate g = measure_gemm_rate(threads);
+  gemm_core_rate() = std::max(gemm_core_rate(), g.gflops_per_core);
+  if (threads == ref_threads()) gemm_rate() = g.gflops;
+  return g;
 }
 
 void BM_EigenGemm(benchmark::State& st) {
-  const int threads = static_cast<int>(st.range(0)), n = 1024;
-  double secs = 0;
+  const int threads = static_cast<int>(st.range(0));
+  GemmRate g;
   for (auto _ : st) {
-    secs = best_gemm_seconds(threads, n);
-    st.SetIterationTime(secs);
+    g = measure(threads);
+    st.SetIterationTime(g.seconds);
   }
-  const double gf = 2.0 * n * n * n * 2 * threads / secs / 1e9;
-  if (threads == ref_threads()) gemm_rate() = gf;
-  st.counters["GFLOPs"] = gf;
+  st.counters["GFLOPs"] = g.gflops;
   st.counters["GFLOPs_core"] = gemm_core_rate();
   st.counters["threads"] = threads;
 }
 
 double ensure_gemm_rate() {
-  if (gemm_rate() == 0) gemm_rate() = 2.0 * 1024.0 * 1024 * 1024 * 2 * ref_threads() / best_gemm_seconds(ref_threads(), 1024) / 1e9;
+  if (gemm_rate() == 0) measure(ref_threads());
   return gemm_rate();
 }
 

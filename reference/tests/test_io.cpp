@@ -1,8 +1,12 @@
 // Digests and .npy files.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "reference/host_memory.hpp"
 #include "reference/digest.hpp"
@@ -256,6 +260,100 @@ TEST(HostMemory, HugePageAdviceStaysInsideTheRegion) {
   kgate::LargeVector<double> v(3 * H / sizeof(double), 1.5);        // the allocator advises and stores normally
   EXPECT_EQ(v.front() + v.back(), 3.0);
   std::free(block);
+}
+
+// The host block cache: a freed large block is what the next request of its
+// size gets (resident, contents kept, no fresh mapping); a smaller request
+// takes the head of a larger idle block and leaves the rest idle; idle
+// neighbours merge; the budget bounds the idle bytes, unmapping the least
+// recently freed first; small blocks are heap memory.
+TEST(HostMemory, LargeBlocksAreReusedWithinTheBudget) {
+  if (!kgate::host_cache_reuses()) GTEST_SKIP() << "AddressSanitizer build: every block is heap memory";
+  constexpr std::size_t H = kgate::kHugePageAdviceBytes;
+  kgate::host_cache_release();
+  kgate::set_host_cache_budget(64 * H);
+  const auto s0 = kgate::host_cache_stats();
+  EXPECT_EQ(s0.idle_bytes, 0u);
+  EXPECT_EQ(s0.budget_bytes, 64 * H);
+
+  auto* a = static_cast<double*>(kgate::host_alloc(8 * H - 100));  // rounded up to 8 pages
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % H, 0u);
+  a[0] = 7.0;
+  kgate::host_free(a, 8 * H - 100);
+  EXPECT_EQ(kgate::host_cache_stats().idle_bytes, 8 * H);
+  auto* b = static_cast<double*>(kgate::host_alloc(8 * H));
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(b[0], 7.0);  // the same resident page, not a fresh zeroed one
+  auto s1 = kgate::host_cache_stats();
+  EXPECT_EQ(s1.maps, s0.maps + 1);
+  EXPECT_EQ(s1.reuses, s0.reuses + 1);
+  EXPECT_EQ(s1.idle_bytes, 0u);
+
+  // Head of a larger idle block; the tail stays idle and is handed out next.
+  kgate::host_free(b, 8 * H);
+  void* head = kgate::host_alloc(3 * H);
+  EXPECT_EQ(head, static_cast<void*>(a));
+  EXPECT_EQ(kgate::host_cache_stats().idle_bytes, 5 * H);
+  void* tail = kgate::host_alloc(5 * H);
+  EXPECT_EQ(tail, static_cast<void*>(reinterpret_cast<char*>(a) + 3 * H));
+  // Freed in either order, the halves merge back into one block.
+  kgate::host_free(tail, 5 * H);
+  kgate::host_free(head, 3 * H);
+  s1 = kgate::host_cache_stats();
+  EXPECT_EQ(kgate::host_alloc(8 * H), static_cast<void*>(a));
+  EXPECT_EQ(kgate::host_cache_stats().maps, s1.maps);
+  kgate::host_free(a, 8 * H);
+
+  // The budget: a second block of 8 pages under a budget of 12 evicts the
+  // least recently freed one (a's).
+  void* c = kgate::host_alloc(8 * H);  // a's block again
+  kgate::set_host_cache_budget(12 * H);
+  void* d = kgate::host_alloc(8 * H);
+  kgate::host_free(c, 8 * H);
+  kgate::host_free(d, 8 * H);
+  EXPECT_EQ(kgate::host_cache_stats().idle_bytes, 8 * H);
+  s1 = kgate::host_cache_stats();
+  EXPECT_EQ(kgate::host_alloc(8 * H), d);  // c's block was unmapped, d's kept
+  kgate::host_free(d, 8 * H);
+  EXPECT_EQ(kgate::host_cache_stats().reuses, s1.reuses + 1);
+
+  // Budget 0: nothing is kept.
+  kgate::set_host_cache_budget(0);
+  EXPECT_EQ(kgate::host_cache_stats().idle_bytes, 0u);
+  void* e = kgate::host_alloc(4 * H);
+  kgate::host_free(e, 4 * H);
+  EXPECT_EQ(kgate::host_cache_stats().idle_bytes, 0u);
+
+  // Small blocks: heap memory, 64-byte aligned, never cached.
+  void* f = kgate::host_alloc(100);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(f) % 64, 0u);
+  kgate::host_free(f, 100);
+  kgate::set_host_cache_budget(kgate::default_host_cache_budget());
+  EXPECT_EQ(kgate::host_cache_stats().budget_bytes, kgate::default_host_cache_budget());
+}
+
+// Threads allocating and freeing large blocks at once each get memory no
+// other thread holds (each writes its id over its block and reads it back).
+TEST(HostMemory, ConcurrentLargeBlocksDoNotOverlap) {
+  constexpr std::size_t H = kgate::kHugePageAdviceBytes;
+  kgate::set_host_cache_budget(16 * H);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([t, &bad] {
+      for (int i = 0; i < 50; ++i) {
+        const std::size_t n = (1 + (t + i) % 3) * H;
+        auto* p = static_cast<unsigned char*>(kgate::host_alloc(n));
+        std::memset(p, t + 1, n);
+        std::this_thread::yield();
+        for (std::size_t k = 0; k < n; k += 4096)
+          if (p[k] != t + 1) ++bad;
+        kgate::host_free(p, n);
+      }
+    });
+  for (auto& th : ts) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  kgate::set_host_cache_budget(kgate::default_host_cache_budget());
 }
 
 TEST(Tensor, TooBigForMemoryIsAnInputError) {
