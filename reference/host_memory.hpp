@@ -59,6 +59,12 @@ struct HostCacheStats {
   std::uint64_t maps = 0;         // blocks mapped fresh
   std::uint64_t reuses = 0;       // requests served from idle blocks
 };
+// A deleter for a host_alloc() block of `bytes`.
+struct HostFree {
+  std::size_t bytes;
+  void operator()(void* p) const noexcept { host_free(p, bytes); }
+};
+
 HostCacheStats host_cache_stats();
 // False in AddressSanitizer builds: every block is heap memory there, so that
 // the sanitizer sees uses after free and overruns.

@@ -56,8 +56,6 @@ std::int64_t TensorView::offset(const Dims& index) const {
   return o;
 }
 
-void Tensor::Free::operator()(std::byte* p) const { host_free(p, bytes); }
-
 Tensor::Tensor(DType dtype, Dims dims) : Tensor(dtype, std::move(dims), Unfilled{}) {
   std::memset(data_.get(), 0, static_cast<std::size_t>(nbytes()));
 }
@@ -71,7 +69,7 @@ Tensor::Tensor(DType dtype, Dims dims, Unfilled) : dtype_(dtype), dims_(std::mov
   const std::size_t used = static_cast<std::size_t>(bytes), rounded = used == 0 ? 64 : (used + 63) / 64 * 64;
   auto* p = static_cast<std::byte*>(host_alloc(rounded));
   std::memset(p + used, 0, rounded - used);  // the alignment padding
-  data_ = std::unique_ptr<std::byte[], Free>(p, Free{rounded});
+  data_ = std::unique_ptr<std::byte[], HostFree>(p, HostFree{rounded});
 }
 
 TensorView Tensor::view() const {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "reference/dtype.hpp"
+#include "reference/host_memory.hpp"
 
 namespace kgate {
 
@@ -73,14 +74,10 @@ class Tensor {
   Tensor to(DType target) const;
 
  private:
-  struct Free {
-    std::size_t bytes;  // as allocated (host_alloc)
-    void operator()(std::byte* p) const;
-  };
   DType dtype_ = DType::fp32;
   Dims dims_;
   std::int64_t numel_ = 0;
-  std::unique_ptr<std::byte[], Free> data_;
+  std::unique_ptr<std::byte[], HostFree> data_;
 };
 
 }  // namespace kgate

@@ -27,7 +27,7 @@ struct Block {
 
 // Per-worker scratch, grown on demand.
 struct Scratch {
-  std::vector<std::vector<double>> bufs;
+  std::vector<LargeVector<double>> bufs;
   explicit Scratch(int workers) : bufs(static_cast<std::size_t>(workers)) {}
   double* get(int worker, std::int64_t n) {
     auto& b = bufs[static_cast<std::size_t>(worker)];
@@ -329,8 +329,10 @@ void wgrad(const ConvGeom& g, const Tensor& small, const Tensor& large, double* 
     for (std::int64_t p0 = 0; p0 < g.s_pos; p0 += rows) pos.push_back({bn, 0, p0, std::min(g.s_pos, p0 + rows)});
   const std::int64_t nb = static_cast<std::int64_t>(pos.size()), tiled = g.groups * tiles;
   // Each item zeroes its own tile of its slot first.
-  std::vector<std::unique_ptr<double[]>> slots;
-  for (std::int64_t z = 1; z < z_count; ++z) slots.emplace_back(new double[static_cast<std::size_t>(wsize)]);
+  std::vector<std::unique_ptr<double[], HostFree>> slots;
+  for (std::int64_t z = 1; z < z_count; ++z)
+    slots.emplace_back(static_cast<double*>(host_alloc(static_cast<std::size_t>(wsize) * sizeof(double))),
+                       HostFree{static_cast<std::size_t>(wsize) * sizeof(double)});
   Scratch cols(ref_threads()), smalls(ref_threads());
   parallel_for(tiled * z_count, [&](std::int64_t it, int worker) {
     const std::int64_t z = it % z_count, tile = (it / z_count) % tiles, grp = it / (z_count * tiles);
@@ -444,7 +446,7 @@ Outputs conv_fast(const ConvProblem& p, const Inputs& in) {
   // Every element is written below, by the threads that compute it.
   for (const auto& s : p.outputs()) result.emplace(s.role, Tensor(DType::fp64, s.dims, Tensor::Unfilled{}));
   double* out = result.at(plan.out).as<double>();
-  std::vector<double> bias;
+  F64Vector bias;
   if (plan.bias_on_out) bias = to_f64(at(in, Role::b));
   const double* b = bias.empty() ? nullptr : bias.data();
   switch (plan.kind) {

@@ -104,8 +104,8 @@ void load_run(const Tensor& t, std::int64_t offset, std::int64_t count, double* 
   }
 }
 
-std::vector<double> to_f64(const Tensor& t) {
-  std::vector<double> v(static_cast<std::size_t>(t.numel()));
+F64Vector to_f64(const Tensor& t) {
+  F64Vector v(static_cast<std::size_t>(t.numel()));
   load_all(t, v.data());
   return v;
 }

@@ -64,8 +64,10 @@ void check_mpfr_size(double terms, const std::string& what);
 // Elements [offset, offset + count) of t as doubles (exact). The dtype switch
 // is outside the element loop.
 void load_run(const Tensor& t, std::int64_t offset, std::int64_t count, double* dst);
-// All of t as doubles (threaded for large tensors).
-std::vector<double> to_f64(const Tensor& t);
+// All of t as doubles (threaded for large tensors), in host_alloc() memory
+// (reference/host_memory.hpp: a large one reuses resident pages).
+using F64Vector = LargeVector<double>;
+F64Vector to_f64(const Tensor& t);
 // All of t as an fp64 tensor, filled by the threads (so that a large one's
 // pages are first touched by them).
 Tensor f64_copy(const Tensor& t);

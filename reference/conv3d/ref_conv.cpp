@@ -25,7 +25,7 @@ Dims dims_of(const std::vector<TensorSpec>& specs, Role r) {
 
 // db[c] = sum over every element of dy with channel c, in element order.
 template <class Acc>
-void db_terms(const std::vector<double>& dy, std::int64_t channels, std::int64_t c, Acc&& acc) {
+void db_terms(const F64Vector& dy, std::int64_t channels, std::int64_t c, Acc&& acc) {
   for (std::size_t i = static_cast<std::size_t>(c); i < dy.size(); i += static_cast<std::size_t>(channels)) acc(dy[i]);
 }
 
@@ -35,13 +35,13 @@ Outputs conv_by_terms(const ConvProblem& p, const Inputs& in, Impl impl, DType m
   const ConvGeom g = detail::make_geom(p);
   const DirPlan plan = detail::dir_plan(p);
   const auto outs = p.outputs();
-  const std::vector<double> a = to_f64(at(in, plan.a));
-  const std::vector<double> b = to_f64(at(in, plan.b));
-  std::vector<double> bias;
+  const F64Vector a = to_f64(at(in, plan.a));
+  const F64Vector b = to_f64(at(in, plan.b));
+  F64Vector bias;
   if (plan.bias_on_out) bias = to_f64(at(in, Role::b));
   const Dims od = dims_of(outs, plan.out);
   const std::int64_t out_channels = od.back();
-  const std::vector<double>& dy = plan.dy_is_small ? a : b;  // wgrad: a is small, b large
+  const F64Vector& dy = plan.dy_is_small ? a : b;  // wgrad: a is small, b large
   const std::int64_t dy_channels = plan.dy_is_small ? g.cs : g.cl;
 
   Outputs result;

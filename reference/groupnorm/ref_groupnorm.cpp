@@ -23,11 +23,11 @@ struct Shape {
   std::int64_t row(std::int64_t n, std::int64_t g, std::int64_t s) const { return (n * S + s) * C + g * Cg; }
 };
 
-std::vector<double> gamma_of(const GroupNormProblem& p, const Inputs& in) {
-  return p.affine ? to_f64(at(in, Role::gamma)) : std::vector<double>(static_cast<std::size_t>(p.c), 1.0);
+F64Vector gamma_of(const GroupNormProblem& p, const Inputs& in) {
+  return p.affine ? to_f64(at(in, Role::gamma)) : F64Vector(static_cast<std::size_t>(p.c), 1.0);
 }
-std::vector<double> beta_of(const GroupNormProblem& p, const Inputs& in) {
-  return p.affine ? to_f64(at(in, Role::beta)) : std::vector<double>(static_cast<std::size_t>(p.c), 0.0);
+F64Vector beta_of(const GroupNormProblem& p, const Inputs& in) {
+  return p.affine ? to_f64(at(in, Role::beta)) : F64Vector(static_cast<std::size_t>(p.c), 0.0);
 }
 
 // The mean of a group from the IEEE sum of its M values. A group holding an
@@ -53,7 +53,7 @@ bool relu_keeps(double x, double mu, double r, double gamma, double beta) {
 
 Outputs fwd_direct(const GroupNormProblem& p, const Inputs& in) {
   const Shape sh(p);
-  const std::vector<double> x = to_f64(at(in, Role::x)), ga = gamma_of(p, in), be = beta_of(p, in);
+  const F64Vector x = to_f64(at(in, Role::x)), ga = gamma_of(p, in), be = beta_of(p, in);
   Outputs out;
   for (const auto& s : p.outputs()) out.emplace(s.role, f64_like(s.dims));
   double* y = out.at(Role::y).as<double>();
@@ -86,9 +86,9 @@ Outputs fwd_direct(const GroupNormProblem& p, const Inputs& in) {
 
 Outputs bwd_direct(const GroupNormProblem& p, const Inputs& in) {
   const Shape sh(p);
-  const std::vector<double> x = to_f64(at(in, Role::x)), dy_in = to_f64(at(in, Role::dy));
-  const std::vector<double> ga = gamma_of(p, in), be = beta_of(p, in);
-  const std::vector<double> mean = to_f64(at(in, Role::mean)), rstd = to_f64(at(in, Role::rstd));
+  const F64Vector x = to_f64(at(in, Role::x)), dy_in = to_f64(at(in, Role::dy));
+  const F64Vector ga = gamma_of(p, in), be = beta_of(p, in);
+  const F64Vector mean = to_f64(at(in, Role::mean)), rstd = to_f64(at(in, Role::rstd));
   Outputs out;
   for (const auto& s : p.outputs()) out.emplace(s.role, f64_like(s.dims));
   double* dx = out.at(Role::dx).as<double>();
@@ -196,7 +196,7 @@ Stats stats_fast(const GroupNormProblem& p, const Tensor& xt) {
 Outputs fwd_fast(const GroupNormProblem& p, const Inputs& in) {
   const Shape sh(p);
   const Tensor& xt = at(in, Role::x);
-  const std::vector<double> ga = gamma_of(p, in), be = beta_of(p, in);
+  const F64Vector ga = gamma_of(p, in), be = beta_of(p, in);
   const Stats st = stats_fast(p, xt);
   Outputs out;
   for (const auto& s : p.outputs()) out.emplace(s.role, f64_like(s.dims));
@@ -230,8 +230,8 @@ Outputs bwd_fast(const GroupNormProblem& p, const Inputs& in) {
   const Shape sh(p);
   const Tensor& xt = at(in, Role::x);
   const Tensor& dyt = at(in, Role::dy);
-  const std::vector<double> ga = gamma_of(p, in), be = beta_of(p, in);
-  const std::vector<double> mean = to_f64(at(in, Role::mean)), rstd = to_f64(at(in, Role::rstd));
+  const F64Vector ga = gamma_of(p, in), be = beta_of(p, in);
+  const F64Vector mean = to_f64(at(in, Role::mean)), rstd = to_f64(at(in, Role::rstd));
   Outputs out;
   for (const auto& s : p.outputs()) out.emplace(s.role, f64_like(s.dims));
   double* dx = out.at(Role::dx).as<double>();
@@ -316,7 +316,7 @@ Outputs fwd_mpfr(const GroupNormProblem& p, const Inputs& in, DType t) {
   const Shape sh(p);
   const Tensor& xt = at(in, Role::x);
   check_mpfr_size(4.0 * static_cast<double>(xt.numel()), what(p));
-  const std::vector<double> x = to_f64(xt), ga = gamma_of(p, in), be = beta_of(p, in);
+  const F64Vector x = to_f64(xt), ga = gamma_of(p, in), be = beta_of(p, in);
   const mpfr_prec_t exact = exact_precision(std::nullopt, std::nullopt, exp_range(xt), static_cast<double>(sh.M));
   const mpfr_prec_t P = work_precision(sh.M, exact);
   Outputs out;
@@ -361,15 +361,15 @@ Outputs bwd_mpfr(const GroupNormProblem& p, const Inputs& in, DType t) {
   const Tensor& xt = at(in, Role::x);
   const Tensor& dyt = at(in, Role::dy);
   check_mpfr_size(6.0 * static_cast<double>(xt.numel()), what(p));
-  const std::vector<double> x = to_f64(xt), dy_in = to_f64(dyt), ga = gamma_of(p, in), be = beta_of(p, in);
-  const std::vector<double> mean = to_f64(at(in, Role::mean)), rstd = to_f64(at(in, Role::rstd));
+  const F64Vector x = to_f64(xt), dy_in = to_f64(dyt), ga = gamma_of(p, in), be = beta_of(p, in);
+  const F64Vector mean = to_f64(at(in, Role::mean)), rstd = to_f64(at(in, Role::rstd));
   const mpfr_prec_t exact =
       exact_precision(exp_range(dyt), exp_range(xt), exp_range(dyt), static_cast<double>(sh.M * sh.N) + 1);
   const mpfr_prec_t P = work_precision(sh.M, exact);
   Outputs out;
   for (const auto& s : p.outputs()) out.emplace(s.role, Tensor(t, s.dims));
   Tensor& dx = out.at(Role::dx);
-  std::vector<double> dy(dy_in.size());
+  F64Vector dy(dy_in.size());
   std::vector<std::unique_ptr<Mp>> dgamma, dbeta;
   for (std::int64_t c = 0; c < sh.C; ++c) {
     dgamma.push_back(std::make_unique<Mp>(P));
@@ -483,7 +483,7 @@ GroupNormCompanion groupnorm_companion(const GroupNormProblem& p, const Inputs& 
   check_inputs(p.inputs(), in, what(p));
   const Shape sh(p);
   const Tensor& xt = at(in, Role::x);
-  const std::vector<double> ga = gamma_of(p, in), be = beta_of(p, in);
+  const F64Vector ga = gamma_of(p, in), be = beta_of(p, in);
   const Stats st = stats_fast(p, xt);
   GroupNormCompanion r;
   r.group_size = sh.M;
@@ -501,7 +501,7 @@ GroupNormCompanion groupnorm_companion(const GroupNormProblem& p, const Inputs& 
     r.mean_abs.set(k, st.mean_abs[u]);
     r.kappa.set(k, std::fabs(st.mean[u]) / std::sqrt(st.var[u] + p.eps));
   }
-  const std::vector<double> x = to_f64(xt);
+  const F64Vector x = to_f64(xt);
   r.xhat = f64_like(xt.dims());
   double* xh = r.xhat.as<double>();
   for (std::int64_t n = 0; n < sh.N; ++n)
@@ -525,8 +525,8 @@ GroupNormCompanion groupnorm_companion(const GroupNormProblem& p, const Inputs& 
     }
     return r;
   }
-  const std::vector<double> dy_in = to_f64(at(in, Role::dy));
-  const std::vector<double> mean = to_f64(at(in, Role::mean)), rstd = to_f64(at(in, Role::rstd));
+  const F64Vector dy_in = to_f64(at(in, Role::dy));
+  const F64Vector mean = to_f64(at(in, Role::mean)), rstd = to_f64(at(in, Role::rstd));
   double* adx = r.abs.at(Role::dx).as<double>();
   std::vector<double> adg(static_cast<std::size_t>(sh.C), 0.0), adb(static_cast<std::size_t>(sh.C), 0.0);
   for (std::int64_t n = 0; n < sh.N; ++n)

@@ -209,8 +209,11 @@ void finite_difference_check(const char* descriptor) {
     }
     in.emplace(Role::mean, std::move(fo.at(Role::mean)));
     in.emplace(Role::rstd, std::move(fo.at(Role::rstd)));
-    const std::vector<double> x = to_f64(in.at(Role::x)), g = to_f64(in.at(Role::gamma)),
-                              b = to_f64(in.at(Role::beta)), v = to_f64(in.at(Role::dy));
+    const auto vec = [&](Role r) {
+      const auto f = to_f64(in.at(r));
+      return std::vector<double>(f.begin(), f.end());
+    };
+    const std::vector<double> x = vec(Role::x), g = vec(Role::gamma), b = vec(Role::beta), v = vec(Role::dy);
     const MpfrForward F{fwd};
     const double h = 0x1p-30;
     const GroupNormCompanion c = groupnorm_companion(bwd, refs(in));
