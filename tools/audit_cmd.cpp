@@ -11,6 +11,7 @@
 #include "kernels/api.hpp"
 #include "reference/descriptor.hpp"
 #include "reference/error.hpp"
+#include "tools/files.hpp"
 #include "reference/npy.hpp"
 #include "tools/bitwise_cmd.hpp"
 #include "tools/verify.hpp"
@@ -97,6 +98,7 @@ CLI::App* add_audit_command(CLI::App& app, AuditCli& cli) {
 }
 
 int run_audit_command(AuditCli cli) {
+  if (!cli.report.empty()) files::output_file(cli.report, "--report");  // before the run, not after it
   std::vector<Problem> problems;
   std::set<std::string> seen;
   auto add = [&](const Problem& p) {
@@ -148,7 +150,7 @@ int run_audit_command(AuditCli cli) {
   const int failures = r.failures();
   std::cout << "\n" << (failures ? "FAILED" : "OK") << ": " << failures << " failure(s) (" << std::fixed
             << std::setprecision(1) << r.seconds << " s)\n";
-  if (!cli.report.empty()) write_file_atomic(cli.report, r.to_json().dump(1) + "\n");
+  if (!cli.report.empty()) files::write_output_file(cli.report, r.to_json().dump(1) + "\n", "--report");
   return failures ? 1 : 0;
 }
 

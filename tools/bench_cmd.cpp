@@ -29,6 +29,7 @@
 #include "reference/json.hpp"
 #include "reference/npy.hpp"
 #include "tools/bench_device.hpp"
+#include "tools/files.hpp"
 #include "tools/gate.hpp"
 #include "tools/stats.hpp"
 #include "tools/verify.hpp"
@@ -468,6 +469,12 @@ int run_bench_command(const BenchCli& cli) {
     }
   }
   if (problems.empty()) throw InputError("descriptor", "no problem to time (give descriptors or --corpus)");
+  if (cli.min_rounds > cli.max_rounds)
+    throw InputError("--max-rounds", std::to_string(cli.max_rounds) + " is below --min-rounds " +
+                                         std::to_string(cli.min_rounds));
+  // The reports' paths are checked before the run, not after it.
+  if (!cli.json.empty()) files::output_file(cli.json, "--json");
+  if (!cli.svg.empty()) files::output_file(cli.svg, "--svg");
 
   std::unique_ptr<bench::CacheFlush> flush;
   if (!cli.no_flush) flush = std::make_unique<bench::CacheFlush>(bench::default_flush_bytes());
@@ -705,8 +712,8 @@ int run_bench_command(const BenchCli& cli) {
     }
     j["problems"].push_back(jp);
   }
-  if (!cli.json.empty()) write_file_atomic(cli.json, j.dump(1) + "\n");
-  if (!cli.svg.empty()) write_file_atomic(cli.svg, ratio_svg(results));
+  if (!cli.json.empty()) files::write_output_file(cli.json, j.dump(1) + "\n", "--json");
+  if (!cli.svg.empty()) files::write_output_file(cli.svg, ratio_svg(results), "--svg");
   return failures ? 1 : 0;
 }
 

@@ -9,6 +9,7 @@
 #include "reference/error.hpp"
 #include "reference/npy.hpp"
 #include "tools/isa.hpp"
+#include "tools/files.hpp"
 
 namespace fs = std::filesystem;
 
@@ -143,7 +144,10 @@ int run_isa_command(const IsaCli& cli) {
   const std::string root = m.at("root").get<std::string>();
   const fs::path out = m.at("out_dir").get<std::string>();
   fs::create_directories(out);
-  if (!cli.json.empty() && fs::path(cli.json).has_parent_path()) fs::create_directories(fs::path(cli.json).parent_path());
+  if (!cli.json.empty()) {  // its folder is created; both are checked before the compiles, not after them
+    if (fs::path(cli.json).has_parent_path()) files::output_folder(fs::path(cli.json).parent_path().string(), "--json");
+    files::output_file(cli.json, "--json");
+  }
   std::vector<Source> sources;
   if (!cli.sources.empty()) {
     for (const auto& s : cli.sources) {
@@ -196,7 +200,7 @@ int run_isa_command(const IsaCli& cli) {
                                   {"fatal", isa::is_fatal(f, o.target)}});
       j["sources"].push_back(js);
     }
-    write_file_atomic(cli.json, j.dump(1) + "\n");
+    files::write_output_file(cli.json, j.dump(1) + "\n", "--json");
   }
   return failures ? 1 : 0;
 }

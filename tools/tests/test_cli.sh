@@ -220,6 +220,14 @@ expect 2 'eps.json: problems\[[0-9]+\]\.problem\.eps: malformed JSON: number ove
   "$kgate" verify --corpus "$tmp/eps.json" --report "$tmp/r3.json"
 echo '{"problems": [], "problems": []}' > "$tmp/dup.json"
 expect 2 'dup.json: problems: key given twice' -- "$kgate" verify --corpus "$tmp/dup.json" --report "$tmp/r4.json"
+# Report paths of the timing and audit commands are checked before their
+# runs (a result is never lost after a long run); bench's round limits agree.
+expect 2 "--json: cannot create '.*nothere/b.json': the folder '.*nothere' does not exist" -- \
+  "$kgate" bench --arm ref --json "$tmp/nothere/b.json" "$D"
+expect 2 "--svg: '.*' is a folder; a file is expected" -- "$kgate" bench --arm ref --json '' --svg "$tmp" "$D"
+expect 2 '--max-rounds: 3 is below --min-rounds 5' -- "$kgate" bench --arm ref --min-rounds 5 --max-rounds 3 "$D"
+expect 2 "--report: '.*' is a folder; a file is expected" -- "$kgate" audit --report "$tmp" "$D"
+expect 2 "--json: '.*afile' exists and is not a folder" -- "$kgate" isa --json "$tmp/afile/isa.json"
 
 echo "$((fails == 0 ? 1 : 0)) passed, $fails failed"
 exit $((fails > 0))
