@@ -110,6 +110,10 @@ void* host_alloc(std::size_t bytes) {
       ++c.reuses;
       return reinterpret_cast<void*>(a);
     }
+    // No idle block holds it: unmap idle blocks of at least its size first,
+    // so that the cache never holds the process above the most memory it
+    // has had in use (frees move bytes from in use to idle, reuses back).
+    c.shrink_to(c.idle_bytes > need ? c.idle_bytes - need : 0);
   }
   void* p = map_fresh(need);
   std::lock_guard lk(c.m);

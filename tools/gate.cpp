@@ -11,6 +11,7 @@
 #include "kernels/api.hpp"
 #include "kernels/runtime/runtime.hpp"
 #include "reference/conv3d/ref.hpp"
+#include "reference/conv3d/ref_common.hpp"
 #include "reference/descriptor.hpp"
 #include "reference/digest.hpp"
 #include "reference/error.hpp"
@@ -217,6 +218,9 @@ nlohmann::json backend_settings() {
   nlohmann::json j{{"backend", kernels::backend_name()}};
   try {
     for (const auto& [k, v] : kernels::backend_settings()) j[kernels::backend_name()][k] = v;
+    j["ref_threads"] = ref::ref_threads();  // the fp64 references' workers (KGATE_REF_THREADS)
+  } catch (const InputError&) {
+    throw;
   } catch (const std::exception& e) {
     throw InputError("environment", e.what());
   }

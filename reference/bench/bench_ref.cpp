@@ -34,6 +34,7 @@
 #include "reference/conv3d/gemm_rate.hpp"
 #include "reference/conv3d/ref.hpp"
 #include "reference/descriptor.hpp"
+#include "reference/error.hpp"
 #include "reference/fill.hpp"
 #include "reference/host_memory.hpp"
 
@@ -227,6 +228,12 @@ int main(int argc, char** argv) {
     }
   }
   argc = kept;
+  try {
+    (void)ref_threads();  // a bad KGATE_REF_THREADS is bad input, before any benchmark runs
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "bench_ref: error: %s\n", e.what());
+    return 2;
+  }
   register_all(scale);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

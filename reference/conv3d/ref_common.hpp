@@ -79,7 +79,10 @@ Tensor f64_like(const Dims& dims);
 // ---------------------------------------------------------------------------
 // Threads
 
-// Worker count: KGATE_REF_THREADS if set (>= 1), else hardware_concurrency.
+// Worker count: KGATE_REF_THREADS if set, else hardware_concurrency. A
+// KGATE_REF_THREADS that is not an integer in 1..kMaxRefThreads is an
+// InputError naming it (never silently the default).
+inline constexpr int kMaxRefThreads = 4096;
 int ref_threads();
 
 // Calls f(item, worker) for every item in [0, n) on up to ref_threads()

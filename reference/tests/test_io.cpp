@@ -317,6 +317,28 @@ TEST(HostMemory, LargeBlocksAreReusedWithinTheBudget) {
   kgate::host_free(d, 8 * H);
   EXPECT_EQ(kgate::host_cache_stats().reuses, s1.reuses + 1);
 
+  // A request no idle block holds first unmaps idle blocks of at least its
+  // size, least recently freed first: three idle 4-page blocks (kept apart
+  // by live ones) and a 6-page request leave only the newest idle.
+  kgate::set_host_cache_budget(64 * H);
+  kgate::host_cache_release();
+  void* blk[3];
+  void* sep[3];
+  for (int i = 0; i < 3; ++i) {
+    blk[i] = kgate::host_alloc(4 * H);
+    sep[i] = kgate::host_alloc(H);
+  }
+  for (int i = 0; i < 3; ++i) kgate::host_free(blk[i], 4 * H);
+  EXPECT_EQ(kgate::host_cache_stats().idle_bytes, 12 * H);
+  void* big = kgate::host_alloc(6 * H);
+  EXPECT_EQ(kgate::host_cache_stats().idle_bytes, 4 * H);
+  s1 = kgate::host_cache_stats();
+  EXPECT_EQ(kgate::host_alloc(4 * H), blk[2]);  // the newest survived
+  EXPECT_EQ(kgate::host_cache_stats().reuses, s1.reuses + 1);
+  kgate::host_free(blk[2], 4 * H);
+  kgate::host_free(big, 6 * H);
+  for (void* p : sep) kgate::host_free(p, H);
+
   // Budget 0: nothing is kept.
   kgate::set_host_cache_budget(0);
   EXPECT_EQ(kgate::host_cache_stats().idle_bytes, 0u);

@@ -228,6 +228,11 @@ expect 2 "--svg: '.*' is a folder; a file is expected" -- "$kgate" bench --arm r
 expect 2 '--max-rounds: 3 is below --min-rounds 5' -- "$kgate" bench --arm ref --min-rounds 5 --max-rounds 3 "$D"
 expect 2 "--report: '.*' is a folder; a file is expected" -- "$kgate" audit --report "$tmp" "$D"
 expect 2 "--json: '.*afile' exists and is not a folder" -- "$kgate" isa --json "$tmp/afile/isa.json"
+# The references' worker count from the environment: a bad value is bad
+# input naming the variable (it was silently the default).
+expect 2 "environment: KGATE_REF_THREADS='two' is not valid: allowed values are an integer 1\.\.4096" -- \
+  env KGATE_REF_THREADS=two "$kgate" check "$D"
+expect 2 "environment: KGATE_REF_THREADS='0' is not valid" -- env KGATE_REF_THREADS=0 "$kgate" verify --filter op=groupnorm.fwd
 
 echo "$((fails == 0 ? 1 : 0)) passed, $fails failed"
 exit $((fails > 0))
