@@ -11,9 +11,9 @@
 #include "kernels/api.hpp"
 #include "reference/descriptor.hpp"
 #include "reference/error.hpp"
-#include "tools/files.hpp"
 #include "reference/npy.hpp"
 #include "tools/bitwise_cmd.hpp"
+#include "tools/files.hpp"
 #include "tools/verify.hpp"
 
 namespace kgate {

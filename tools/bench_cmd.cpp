@@ -501,7 +501,7 @@ int run_bench_command(const BenchCli& cli) {
             << " MiB device-to-device, read + write)\n";
   if (host_gemm.threads > 0)
     std::cout << "host fp64 GEMM rate " << fmt(host_gemm.gflops, 1) << " GFLOP/s (Eigen, " << host_gemm.threads
-              << " threads, one " << host_gemm.n << "^3 product each, best of 5)\n";
+              << " threads, one " << host_gemm.n << "^3 product each, best of " << host_gemm.trials << ")\n";
   std::vector<bench::Ceiling> ceilings;
   if (cli.ceilings) {
     ceilings = bench::streaming_ceilings(bench::default_copy_bytes() / 4, 10, copy);

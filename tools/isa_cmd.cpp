@@ -8,8 +8,8 @@
 #include "corpus/corpus_file.hpp"
 #include "reference/error.hpp"
 #include "reference/npy.hpp"
-#include "tools/isa.hpp"
 #include "tools/files.hpp"
+#include "tools/isa.hpp"
 
 namespace fs = std::filesystem;
 

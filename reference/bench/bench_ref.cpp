@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -69,12 +68,6 @@ void reset_peak_rss() {
 // ---------------------------------------------------------------------------
 // Eigen GEMM rate (measure_gemm_rate(): one 1024^3 product per thread, all
 // threads at once, best of five).
-
-double cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 // The best per-core GEMM rate seen (GFLOP/s per CPU second).
 double& gemm_core_rate() {
@@ -133,9 +126,9 @@ void run_problem(benchmark::State& st, const std::string& descriptor) {
     reset_peak_rss();
     const long base = status_kib("VmRSS:");
     const auto t0 = std::chrono::steady_clock::now();
-    const double c0 = cpu_seconds();
+    const double c0 = process_cpu_seconds();
     Outputs o = run_reference(p, refs(in), Impl::fast);
-    cpu += cpu_seconds() - c0;
+    cpu += process_cpu_seconds() - c0;
     secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++iters;
     benchmark::DoNotOptimize(o);

@@ -135,11 +135,12 @@ int ref_threads() {
   detail::require_ref_isa();  // links the start-up ISA check into every user
   if (const char* e = std::getenv("KGATE_REF_THREADS")) {
     const std::string v(e);
-    if (v.empty() || v.size() > 4 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1 ||
-        std::stoi(v) > kMaxRefThreads)
+    const bool digits = !v.empty() && v.size() <= 4 && v.find_first_not_of("0123456789") == std::string::npos;
+    const int n = digits ? std::stoi(v) : 0;
+    if (n < 1 || n > kMaxRefThreads)
       throw InputError("environment", "KGATE_REF_THREADS='" + v + "' is not valid: allowed values are an integer 1.." +
                                           std::to_string(kMaxRefThreads));
-    return std::stoi(v);
+    return n;
   }
   const unsigned h = std::thread::hardware_concurrency();
   return h == 0 ? 1 : static_cast<int>(h);
