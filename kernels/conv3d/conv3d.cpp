@@ -72,6 +72,7 @@ struct Shape {
   std::int64_t db_rows = 0, db_splits = 1, db_slice = 1;  // dbias
   std::int64_t dw_numel = 0;
   std::int64_t max_taps = 1;  // taps that can contribute to one output element
+  bool wgrad_halo = false;    // conv_wgrad_mma runs its W-halo tile
 };
 
 int pick_bn(std::int64_t cols) {
@@ -100,6 +101,16 @@ AtomInfo atom_for(DType src) {
   if (src == DType::bf16) return atom_of<rt::MmaType::bf16>();
   if (src == DType::fp16) return atom_of<rt::MmaType::f16>();
   return {};
+}
+
+bool wide_runs(std::initializer_list<std::int64_t> channels, std::initializer_list<const void*> tensors);
+
+// conv_wgrad_mma's grid x: tap-major block tiles of kMmaBM GEMM rows (each
+// tap's large channels padded to whole packs), or the W-halo tile's (kd,
+// kh) pairs x large-channel blocks.
+std::int64_t wgrad_tiles_x(const cv::Geom& g, bool halo) {
+  if (halo) return std::int64_t{g.K[0]} * g.K[1] * (g.clg / cv::kWgradHaloCB);
+  return cv::ceil_div(g.taps * cv::ceil_div(g.clg, cv::kMmaVec) * cv::kMmaVec, cv::kMmaBM);
 }
 
 Shape shape_of(const ConvProblem& p) {
@@ -180,7 +191,15 @@ Shape shape_of(const ConvProblem& p) {
       s.main_grid[2] = s.splits;
       if (g.csg >= kMmaMinN && g.taps * g.clg >= kMmaMinWgradM && s.rows >= cv::kMmaBK) s.atom = atom_for(p.src);
       if (s.atom.ok) {
-        s.main_grid[0] = cv::ceil_div(g.taps * cv::ceil_div(g.clg, cv::kMmaVec) * cv::kMmaVec, cv::kMmaBM);
+        // The W-halo tile (cv::wgrad_halo_seg): asynchronous copies with
+        // 16-byte runs, slices of whole block steps.
+        s.wgrad_halo = cv::mma_stages(s.atom.target) > 2 && wide_runs({g.clg, g.csg}, {}) && cv::wgrad_halo_seg(g) > 0;
+        if (s.wgrad_halo) {
+          s.slice = cv::ceil_div(s.slice, cv::kMmaBK) * cv::kMmaBK;
+          s.splits = cv::ceil_div(s.rows, s.slice);
+          s.main_grid[2] = s.splits;
+        }
+        s.main_grid[0] = wgrad_tiles_x(g, s.wgrad_halo);
         s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kMmaBN);
       } else {
         s.main_grid[0] = g.taps * cv::ceil_div(g.clg, static_cast<std::int64_t>(cv::kTN) * s.bn);
@@ -335,7 +354,7 @@ Plan conv_plan(const ConvProblem& p) {
   pl.op = std::string(name(p.op)) + "." + std::string(name(p.dir));
   const std::array<std::uint32_t, 3> block{cv::kThreads, 1, 1};
   if (s.atom.ok) {
-    pl.variant = std::string("mma-igemm/") + s.atom.name + "/" + std::to_string(cv::kMmaBM) + "x" +
+    pl.variant = std::string("mma-igemm/") + s.atom.name + "/" + std::to_string(s.wgrad_halo ? cv::kWgradHaloM : cv::kMmaBM) + "x" +
                  std::to_string(cv::kMmaBN) + "x" + std::to_string(cv::kMmaBK);
     pl.params = {{"threads", mma_threads(s)}, {"tile_m", cv::kMmaBM}, {"tile_n", cv::kMmaBN},
                  {"tile_k", cv::kMmaBK},       {"atom_k", s.atom.k}};
@@ -371,6 +390,10 @@ Plan conv_plan(const ConvProblem& p) {
       break;
     }
     case Kind::wgrad: {
+      if (s.wgrad_halo) {
+        pl.params["halo_taps"] = s.g.K[2];
+        pl.params["tile_m"] = cv::kWgradHaloM;
+      }
       pl.params["splits"] = s.splits;
       pl.params["slice"] = s.slice;
       pl.params["tree_runs"] = cv::tree_runs(s.dw_numel);
@@ -452,9 +475,12 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
           if (s.atom.ok) {
             wa.wide = wide_loads(s, {a.data(), b.data()});
             wa.wide_small = wide_runs({s.g.csg}, {a.data()});
-            with_mma_atom<Tin>([&](auto atom) {
-              KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin>), mma_config(s), wa);
-            });
+            wa.halo = s.wgrad_halo && wa.wide;
+            // A halo plan met with tensors not 16-byte aligned runs the
+            // tap-major tiles (the same slices: the tap-major path takes any).
+            rt::LaunchConfig cfg = mma_config(s);
+            cfg.grid.x = static_cast<unsigned>(wgrad_tiles_x(s.g, wa.halo));
+            with_mma_atom<Tin>([&](auto atom) { KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin>), cfg, wa); });
           } else {
             KGATE_LAUNCH((cv::conv_wgrad<Tin>), conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]), wa);
           }

@@ -513,6 +513,38 @@ void wgrad_mma_cases(Gen& g) {
       g.add(p, "wgrad on matrix cores " + pn + ": 16-byte loads, whole M and N tiles, splits=" +
                    std::to_string(param(pq, "splits")));
     }
+    {
+      // The W-halo tile where the plan names one (asynchronous copies): the
+      // fewest large channels that select it at 3x3x3 over
+      // W 32. W 16: two segments per block step and a last step of one
+      // segment (144 rows), two large-channel blocks, a ragged column tile,
+      // padding, bias; then W taps 2 apart, groups 2, stride 2 along D and
+      // two slices (2080 rows; slices of whole block steps). Where no plan
+      // names the tile (registers), the same problems run tap-major.
+      auto cube = [&](std::int64_t csg, std::int64_t clg, std::int64_t groups, Axis3 sp) {
+        ConvProblem p = g.make(csg, clg, groups, sp, 1);
+        g.types(p, t);
+        p.kernel = {3, 3, 3};
+        p.pad_front = p.pad_back = {1, 1, 1};
+        return p;
+      };
+      std::int64_t hc = 0;
+      for (std::int64_t c = 1; c <= 256 && !hc; ++c)
+        if (param(conv_plan(cube(tn, c, 1, {3, 3, 32})), "halo_taps") > 0) hc = c;
+      if (!hc) hc = tn;
+      ConvProblem p = cube(tn + 8, 2 * hc, 1, {3, 3, 16});
+      p.bias = g.has_bias();
+      g.add(p, "wgrad on matrix cores " + pn + ": 3x3x3 over W 16 (" + halo_name(conv_plan(p)) +
+                   "), a ragged column tile, padding, bias");
+      ConvProblem q = cube(nmin, hc, 2, {g.op == ConvOp::conv3d ? 9 : 5, 13, 32});  // small side 5 x 13 x 32
+      q.stride = {2, 1, 1};
+      q.dilation = {1, 1, 2};
+      q.pad_front = q.pad_back = {1, 1, 2};
+      const Plan pq = conv_plan(q);
+      g.add(q, "wgrad on matrix cores " + pn + ": W taps 2 apart over W 32 (" + halo_name(pq) +
+                   "), groups 2, stride 2 along D, splits=" + std::to_string(param(pq, "splits")) + ", slice " +
+                   std::to_string(param(pq, "slice")));
+    }
   }
 }
 

@@ -134,6 +134,9 @@ struct WgradArgs {
   // alone (csg a multiple of 8, the tensor 16-byte aligned), where the large
   // one's channels are too few for them (the 3-channel first layer).
   bool wide_small = false;
+  // conv_wgrad_mma's W-halo tile (wgrad_halo_seg; the plan's grid and
+  // slices are the halo tile's): set with `wide` only.
+  bool halo = false;
 };
 
 struct ColsumArgs {
@@ -508,6 +511,32 @@ KGATE_HD constexpr int halo_taps(const Geom& g, bool scatter) {
   if (!unit || g.K[2] < 2 || g.K[2] > kHaloTaps || seg == 0) return 0;
   const std::int64_t rows = (kMmaBM / seg) * (seg + std::int64_t{g.K[2] - 1} * g.dil[2]);
   return rows <= kHaloRows ? g.K[2] : 0;
+}
+
+// The W-halo tile of conv_wgrad_mma (asynchronous copies only): where the W
+// axis has stride 1, KW = kHaloTaps and the large channels per group are
+// whole blocks of kWgradHaloCB, a workgroup owns one (kd, kh) pair, one
+// block of kWgradHaloCB large channels at all KW W taps (kWgradHaloM GEMM
+// rows) and kMmaBN small channels. A block step's kMmaBK rows of K are
+// whole segments of seg = min(S's W, kMmaBK) consecutive positions along W
+// (S's W a multiple of kMmaBK, or seg = S's W dividing it, at least one
+// atom K), and a segment's large rows at W tap kw are one staged run of seg
+// + (KW - 1)*dil rows shifted by kw*dil: each large row leaves L2 once per
+// (kd, kh) pair instead of once per tap, and the block tile is 1.5 times
+// the tap-major one. The chain of every output is the tap-major one (the
+// slice's rows in atom-K chunks); slices are whole block steps (the plan
+// rounds them), so a segment lies in one slice.
+inline constexpr int kWgradHaloCB = 64;                      // large channels per W tap of a tile
+inline constexpr int kWgradHaloM = kHaloTaps * kWgradHaloCB;  // GEMM rows of a tile
+inline constexpr int kWgradHaloRows = 40;                     // most staged large rows of a step
+// The segment length of conv_wgrad_mma's W-halo tile for geometry g, or 0
+// where it does not apply.
+KGATE_HD constexpr std::int32_t wgrad_halo_seg(const Geom& g) {
+  const std::int32_t w = g.S[2], seg = w < kMmaBK ? w : kMmaBK;
+  if (g.stride[2] != 1 || g.K[2] != kHaloTaps || g.clg % kWgradHaloCB != 0 || seg < kHaloMinSeg ||
+      (w % kMmaBK != 0 && kMmaBK % w != 0))
+    return 0;
+  return (kMmaBK / seg) * (seg + (g.K[2] - 1) * g.dil[2]) <= kWgradHaloRows ? seg : 0;
 }
 
 // conv_mma's stages, A tiles then B tiles (or halo stages: kHaloStage), in
@@ -1108,6 +1137,156 @@ KGATE_UNROLL
 // chunk holding a row ends it); the slice's fp32 partial goes to
 // ws[split][c][tap][ci] exactly as conv_wgrad writes it, for conv_tree.
 
+// conv_wgrad_mma's W-halo tile (wgrad_halo_seg), asynchronous copies
+// kStages deep: per block step, the staged large rows [segment][seg +
+// (KW-1)*dil][kWgradHaloCB channels] at sA (pitch kMmaLDN) and the small
+// rows [row of K][kMmaBN channels] at sB (pitch kMmaLDN), both K-major.
+// Grid x: (kd, kh) pairs x large-channel blocks, y: groups x small-channel
+// tiles, z: splits. The eight warps hold 48 x 32 of the 192 x 64 tile, so
+// an atom's 16 rows lie in one W tap (kWgradHaloCB is whole atoms).
+template <class Atom>
+struct WgradHaloTile {  // the wave grid (mma_atoms reads AM, AN)
+  static constexpr int WTM = 48, WTN = kMmaWaveTileN, AM = WTM / Atom::M, AN = WTN / Atom::N;
+  static constexpr int WM = kWgradHaloM / WTM, WN = kMmaBN / WTN;
+};
+template <class Atom, class Tin>
+KGATE_DEVICE void wgrad_halo_tile(const WgradArgs& a, const rt::lds_array<std::uint16_t>& sA,
+                                  const rt::lds_array<std::uint16_t>& sB, int t) {
+  namespace mma = kgate::rt::mma;
+  using Tile = WgradHaloTile<Atom>;
+  using TT = MmaTile<Atom, kWgradWide>;
+  static_assert(Tile::AM * Atom::M == Tile::WTM && Tile::WM * Tile::WTM == kWgradHaloM && Tile::WN * Tile::WTN == kMmaBN &&
+                Tile::WM * Tile::WN * Atom::lanes == TT::kThreads && kWgradHaloCB % Atom::M == 0);
+  static_assert(kHaloMinSeg % Atom::K == 0 && kMmaBK % Atom::K == 0);
+  static_assert(kWgradHaloRows * kMmaLDN <= TT::kASize && kMmaBK * kMmaLDN <= TT::kBSize);  // fit the stages
+  using P = Pack<Tin, kMmaVec>;
+  constexpr int kStages = TT::kStages;
+  constexpr int kCP = kWgradHaloCB / kMmaVec;          // packs per staged row (A) and per B row
+  constexpr int kRowsPerPass = TT::kThreads / kCP;     // staged rows one pass copies
+  constexpr int kPasses = (kWgradHaloRows + kRowsPerPass - 1) / kRowsPerPass;
+  static_assert(kCP == kMmaBN / kMmaVec && kRowsPerPass == kMmaBK);  // one B pack per work-item
+  const Geom& g = a.g;
+  const std::int32_t seg = wgrad_halo_seg(g), hw = seg + (g.K[2] - 1) * g.dil[2], rows = (kMmaBK / seg) * hw;
+  const std::int64_t cblocks = g.clg / kWgradHaloCB;
+  const std::int64_t pair = rt::block_idx().x / cblocks, ci0 = (rt::block_idx().x % cblocks) * kWgradHaloCB;
+  const std::int32_t kd = static_cast<std::int32_t>(pair / g.K[1]), kh = static_cast<std::int32_t>(pair % g.K[1]);
+  const std::int64_t col_tiles = ceil_div(g.csg, kMmaBN);
+  const std::int64_t grp = rt::block_idx().y / col_tiles;
+  const std::int64_t c0 = (rt::block_idx().y % col_tiles) * kMmaBN;
+  const std::int64_t split = rt::block_idx().z;
+  const std::int64_t K = std::int64_t{g.n} * g.s_pos;
+  const std::int64_t r_begin = split * a.slice;
+  const std::int64_t r_end = r_begin + a.slice < K ? r_begin + a.slice : K;
+  const std::int64_t nblk = r_end > r_begin ? ceil_div(r_end - r_begin, kMmaBK) : 0;
+  const int hc = t % kCP, wave = t / Atom::lanes, wm = wave % Tile::WM, wn = wave / Tile::WM;
+  const std::int32_t okd = kd * g.dil[0] - g.pad[0], okh = kh * g.dil[1] - g.pad[1];
+  const Tin* large0 = static_cast<const Tin*>(a.large);
+  const Tin* small0 = static_cast<const Tin*>(a.small);
+  const std::int64_t cl = g.cl, l2 = g.L[2] * cl, l12 = g.L[1] * l2;
+  // Per pass: staged row j = t / kCP + kMmaBK*s (segment j / hw, run
+  // position j % hw), the (b, i) of its segment's first row and the
+  // element offset of large position (b, i*stride) there, advanced by
+  // kMmaBK rows per step without a division (as the tap-major copies), and
+  // the row's fixed offset: the pair's D and H offsets, its W position in
+  // the run, its channels.
+  std::int32_t c[kPasses][4], jw[kPasses];
+  std::int64_t rowoff[kPasses], toff[kPasses], rseg[kPasses];
+KGATE_UNROLL
+  for (int s = 0; s < kPasses; ++s) {
+    const std::int32_t j = t / kCP + kMmaBK * s, sg = j < rows ? j / hw : 0;
+    jw[s] = j < rows ? j - sg * hw - g.pad[2] : -(std::int32_t{1} << 30);  // W offset of the row from its segment's start
+    rseg[s] = r_begin + std::int64_t{sg} * seg;
+    std::int64_t b, i[3];
+    decode_row(rseg[s] < K ? rseg[s] : 0, g.S, b, i);
+    c[s][0] = static_cast<std::int32_t>(b);
+KGATE_UNROLL
+    for (int x = 0; x < 3; ++x) c[s][1 + x] = static_cast<std::int32_t>(i[x]);
+    rowoff[s] = (((b * g.L[0] + i[0] * g.stride[0]) * g.L[1] + i[1] * g.stride[1]) * g.L[2] + i[2]) * cl;
+    toff[s] = (std::int64_t{okd} * g.L[1] + okh) * l2 + std::int64_t{jw[s]} * cl + grp * g.clg + ci0 + hc * kMmaVec;
+  }
+  const std::int64_t dstep = std::int64_t{kMmaBK} * cl;                                              // i2 += kMmaBK
+  const std::int64_t d2 = std::int64_t{g.stride[1]} * l2 - std::int64_t{g.S[2]} * cl;               // i2 -= S2, i1 += 1
+  const std::int64_t d1 = std::int64_t{g.stride[0]} * l12 - std::int64_t{g.S[1]} * g.stride[1] * l2;  // i1 -= S1, i0 += 1
+  const std::int64_t d0 = g.L[0] * l12 - std::int64_t{g.S[0]} * g.stride[0] * l12;                   // i0 -= S0, b += 1
+  // B: row t / kCP of the step, pack hc.
+  const int kr = t / kCP;
+  const bool bcol = c0 + hc * kMmaVec < g.csg;
+  std::int64_t brow = r_begin + kr;
+  const Tin* sp = small0 + brow * g.cs + grp * g.csg + c0 + hc * kMmaVec;
+  auto issue = [&](std::int64_t, int st) {
+KGATE_UNROLL
+    for (int s = 0; s < kPasses; ++s) {
+      const std::int32_t j = t / kCP + kMmaBK * s;
+      if (j >= rows) break;  // no atom reads it (rows ascend with s)
+      // The segment lies in the slice or past it (slices are whole steps,
+      // S's W whole segments); its row's position in the padding is +0.
+      const bool in = rseg[s] < r_end &&
+                      static_cast<std::uint32_t>(c[s][1] * g.stride[0] + okd) < static_cast<std::uint32_t>(g.L[0]) &&
+                      static_cast<std::uint32_t>(c[s][2] * g.stride[1] + okh) < static_cast<std::uint32_t>(g.L[1]) &&
+                      static_cast<std::uint32_t>(c[s][3] + jw[s]) < static_cast<std::uint32_t>(g.L[2]);
+      sA.copy_async<P>(st * TT::kASize + j * kMmaLDN + hc * kMmaVec,
+                       reinterpret_cast<const P*>(in ? large0 + (rowoff[s] + toff[s]) : large0), in);
+      rseg[s] += kMmaBK;
+      c[s][3] += kMmaBK;
+      rowoff[s] += dstep;
+      while (c[s][3] >= g.S[2]) c[s][3] -= g.S[2], ++c[s][2], rowoff[s] += d2;
+      while (c[s][2] >= g.S[1]) c[s][2] -= g.S[1], ++c[s][1], rowoff[s] += d1;
+      while (c[s][1] >= g.S[0]) c[s][1] -= g.S[0], ++c[s][0], rowoff[s] += d0;
+    }
+    const bool in = bcol && brow < r_end;
+    sB.copy_async<P>(st * TT::kBSize + kr * kMmaLDN + hc * kMmaVec, reinterpret_cast<const P*>(in ? sp : small0), in);
+    brow += kMmaBK;
+    sp += kMmaBK * std::int64_t{g.cs};
+  };
+  // The staged row of each of the warp's atoms at chunk 0, W tap 0, and
+  // its column (large channel) in the run; an atom's rows lie in one W tap.
+  std::int32_t arow[Tile::AM], acol[Tile::AM];
+KGATE_UNROLL
+  for (int u = 0; u < Tile::AM; ++u) {
+    const int m = wm * Tile::WTM + u * Atom::M;
+    arow[u] = (m / kWgradHaloCB) * g.dil[2];
+    acol[u] = m % kWgradHaloCB;
+  }
+  rt::mma::c_frag<Atom> acc[Tile::AM][Tile::AN];
+KGATE_UNROLL
+  for (int u = 0; u < Tile::AM; ++u)
+KGATE_UNROLL
+    for (int v = 0; v < Tile::AN; ++v) acc[u][v] = rt::mma::zero_c<Atom>();
+  auto chunk = [&](int st, int kk) {
+    const std::int32_t r = kk * Atom::K, srow = (r / seg) * hw + r % seg;  // the chunk's rows lie in one segment
+    mma_atoms<Atom, Tile>(
+        [&](int u) { return mma::load_a_lds_kmajor<Atom>(sA, st * TT::kASize + (srow + arow[u]) * kMmaLDN + acol[u], kMmaLDN); },
+        [&](int v) {
+          return mma::load_b_lds_kmajor<Atom>(sB, st * TT::kBSize + r * kMmaLDN + wn * Tile::WTN + v * Atom::N, kMmaLDN);
+        },
+        acc);
+  };
+  constexpr int kChunks = kMmaBK / Atom::K;
+  async_stage_loop<kStages>(nblk, issue, [&](std::int64_t blk, int st) {
+    // As mma_block_step: whole steps without a branch between chunks, the
+    // chain stopped after the last chunk holding a row of the slice.
+    const std::int64_t chunks = ceil_div(r_end - (r_begin + blk * kMmaBK), Atom::K);
+    if (chunks >= kChunks) {
+KGATE_UNROLL
+      for (int kk = 0; kk < kChunks; ++kk) chunk(st, kk);
+    } else {
+      for (int kk = 0; kk < kChunks && kk < chunks; ++kk) chunk(st, kk);
+    }
+  });
+  float* out = a.ws + split * (std::int64_t{g.cs} * g.taps * g.clg);
+  const std::int64_t tap0 = pair * g.K[2];
+KGATE_UNROLL
+  for (int u = 0; u < Tile::AM; ++u)
+KGATE_UNROLL
+    for (int v = 0; v < Tile::AN; ++v)
+      rt::mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
+        const int m = wm * Tile::WTM + u * Atom::M + i;
+        const std::int64_t cc = c0 + wn * Tile::WTN + v * Atom::N + j;
+        if (cc >= g.csg) return;
+        out[(grp * g.csg + cc) * g.taps * g.clg + (tap0 + m / kWgradHaloCB) * g.clg + ci0 + m % kWgradHaloCB] = y;
+      });
+}
+
 template <class Atom, class Tin>
 KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, (MmaTile<Atom, kWgradWide>::kThreads), kMmaMinBlocks, WgradArgs a) {
   using TT = MmaTile<Atom, kWgradWide>;
@@ -1136,6 +1315,12 @@ KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, (MmaTile<Atom, kWgradWide>::kThreads), kM
   constexpr int kStages = TT::kStages;
   KGATE_LDS(sA, std::uint16_t, kStages * TT::kASize);
   KGATE_LDS(sB, std::uint16_t, kStages * TT::kBSize);
+  if constexpr (kStages > 2) {
+    if (a.halo) {
+      wgrad_halo_tile<Atom, Tin>(a, sA, sB, t);
+      return;
+    }
+  }
   // The tap offsets of large channel column m (in KD, KH, KW order).
   auto offsets_of = [&](std::int64_t m, std::int32_t (&off)[3]) {
     const std::int64_t tap = m / clgp;

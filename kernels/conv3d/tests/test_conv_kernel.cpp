@@ -412,6 +412,52 @@ TEST(ConvKernel, HaloStepRuleAndItsBoundaryProblems) {
   }
 }
 
+// conv_wgrad_mma's W-halo tile: its rule (cv::wgrad_halo_seg) at its edges,
+// the plan it gives on the sm90 target (a 192-row tile, slices of whole block
+// steps) and none on gfx942, and boundary problems of both backward-weight
+// operators that run it with one and with two slices.
+TEST(ConvKernel, WgradHaloRuleAndItsBoundaryProblems) {
+  auto seg = [](const char* d) { return kernels::cv::wgrad_halo_seg(kernels::conv_device_geom(conv(d))); };
+  EXPECT_EQ(seg("conv3d.bwd_weight bf16 n1 c64 k16 d4 w32 kd3 p1"), 32);
+  EXPECT_EQ(seg("conv3d.bwd_weight bf16 n1 c64 k16 d4 w128 kd3 p1"), 32);
+  EXPECT_EQ(seg("conv3d.bwd_weight bf16 n1 c64 k16 d4 w16 kd3 p1"), 16);   // two segments per block step
+  EXPECT_EQ(seg("conv_transpose3d.bwd_weight bf16 n1 c16 k64 d4 w32 kd3 p1"), 32);
+  EXPECT_EQ(seg("conv3d.bwd_weight bf16 n1 c64 k16 d4 w8 kd3 p1"), 0);     // segments below an atom's K
+  EXPECT_EQ(seg("conv3d.bwd_weight bf16 n1 c64 k16 d4 w48 kd3 p1"), 0);    // W 48: no whole segments per step
+  EXPECT_EQ(seg("conv3d.bwd_weight bf16 n1 c32 k16 d4 w32 kd3 p1"), 0);    // large channels below a block
+  EXPECT_EQ(seg("conv3d.bwd_weight bf16 n1 c96 k16 d4 w32 kd3 p1"), 0);    // not whole blocks
+  EXPECT_EQ(seg("conv3d.bwd_weight bf16 n1 c64 k16 d4 w32 kd2"), 0);       // two W taps
+  EXPECT_EQ(seg("conv3d.bwd_weight bf16 n1 c64 k16 d4 w64 kd3 s2 p1"), 0); // W stride 2
+  EXPECT_EQ(seg("conv3d.bwd_weight bf16 n1 c64 k16 d4 w16 kd3 p2 dil2"), 16);  // 2 x (16 + 4) = 40 staged rows
+  EXPECT_EQ(seg("conv3d.bwd_weight bf16 n1 c64 k16 d4 w16 kd3 p3 dil3"), 0);   // 2 x (16 + 6): past kWgradHaloRows
+  EXPECT_EQ(seg("conv3d.bwd_weight bf16 n1 c64 k16 d4 w32 kd3 p4 dil4"), 32);  // 32 + 8 = 40
+  EXPECT_EQ(seg("conv3d.bwd_weight bf16 n1 c64 k16 d4 w32 kd3 p5 dil5"), 0);
+  const Problem p = parse_descriptor("conv3d.bwd_weight bf16 n1 c64 k64 d9 h13 w32 kd3 sd2 sh1 sw1 p1");  // 5 x 13 x 32 rows
+  {
+    rt::host::ScopedConfig gfx(rt::host::config_for(rt::Target::gfx942, rt::host::config()));
+    const kernels::Plan pl = kernels::plan(p);
+    EXPECT_EQ(pl.params.count("halo_taps"), 0u);  // registers: tap-major only
+    EXPECT_EQ(pl.params.at("slice"), 1040);       // 2080 rows in two slices
+  }
+  rt::host::ScopedConfig cfg(rt::host::config_for(rt::Target::sm90, rt::host::config()));
+  const kernels::Plan pl = kernels::plan(p);
+  EXPECT_EQ(param_or(pl, "halo_taps", -1), 3);
+  EXPECT_EQ(pl.params.at("tile_m"), kernels::cv::kWgradHaloM);
+  EXPECT_EQ(pl.params.at("slice"), 1056);  // rounded to whole block steps
+  EXPECT_EQ(pl.params.at("splits"), 2);
+  EXPECT_EQ(pl.steps.front().grid[0], 9u);  // (kd, kh) pairs x one block of 64 large channels
+  for (const char* op : {"conv3d.bwd_weight", "conv_transpose3d.bwd_weight"}) {
+    std::set<std::int64_t> splits;
+    for (const auto& b : kernels::boundary_problems(op)) {
+      const kernels::Plan bp = kernels::plan(b.problem);
+      if (param_or(bp, "halo_taps", 0) == 0) continue;
+      EXPECT_EQ(bp.params.at("slice") % bp.params.at("tile_k"), 0) << b.why;
+      splits.insert(bp.params.at("splits"));
+    }
+    EXPECT_EQ(splits, (std::set<std::int64_t>{1, 2})) << op;
+  }
+}
+
 // The backward-weight split rule's limits, checked without a run: a
 // weight gradient large enough lowers the split count below the rows' count
 // (the workspace bound), and one too large for any split is a one-split plan
