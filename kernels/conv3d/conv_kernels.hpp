@@ -1161,12 +1161,10 @@ KGATE_DEVICE void wgrad_halo_tile(const WgradArgs& a, const rt::lds_array<std::u
   static_assert(kWgradHaloRows * kMmaLDN <= TT::kASize && kMmaBK * kMmaLDN <= TT::kBSize);  // fit the stages
   using P = Pack<Tin, kMmaVec>;
   constexpr int kStages = TT::kStages;
-  constexpr int kCP = kWgradHaloCB / kMmaVec;          // packs per staged row (A) and per B row
-  constexpr int kRowsPerPass = TT::kThreads / kCP;     // staged rows one pass copies
-  constexpr int kPasses = (kWgradHaloRows + kRowsPerPass - 1) / kRowsPerPass;
-  static_assert(kCP == kMmaBN / kMmaVec && kRowsPerPass == kMmaBK);  // one B pack per work-item
+  constexpr int kCP = kWgradHaloCB / kMmaVec;  // packs per staged row (A) and per B row
+  static_assert(kCP == kMmaBN / kMmaVec && TT::kThreads / kCP == kMmaBK);  // a slot per row of K, one B pack each
   const Geom& g = a.g;
-  const std::int32_t seg = wgrad_halo_seg(g), hw = seg + (g.K[2] - 1) * g.dil[2], rows = (kMmaBK / seg) * hw;
+  const std::int32_t seg = wgrad_halo_seg(g), hw = seg + (g.K[2] - 1) * g.dil[2];  // hw <= 2*seg (kWgradHaloRows)
   const std::int64_t cblocks = g.clg / kWgradHaloCB;
   const std::int64_t pair = rt::block_idx().x / cblocks, ci0 = (rt::block_idx().x % cblocks) * kWgradHaloCB;
   const std::int32_t kd = static_cast<std::int32_t>(pair / g.K[1]), kh = static_cast<std::int32_t>(pair % g.K[1]);
@@ -1183,27 +1181,30 @@ KGATE_DEVICE void wgrad_halo_tile(const WgradArgs& a, const rt::lds_array<std::u
   const Tin* large0 = static_cast<const Tin*>(a.large);
   const Tin* small0 = static_cast<const Tin*>(a.small);
   const std::int64_t cl = g.cl, l2 = g.L[2] * cl, l12 = g.L[1] * l2;
-  // Per pass: staged row j = t / kCP + kMmaBK*s (segment j / hw, run
-  // position j % hw), the (b, i) of its segment's first row and the
-  // element offset of large position (b, i*stride) there, advanced by
-  // kMmaBK rows per step without a division (as the tap-major copies), and
-  // the row's fixed offset: the pair's D and H offsets, its W position in
-  // the run, its channels.
-  std::int32_t c[kPasses][4], jw[kPasses];
-  std::int64_t rowoff[kPasses], toff[kPasses], rseg[kPasses];
-KGATE_UNROLL
-  for (int s = 0; s < kPasses; ++s) {
-    const std::int32_t j = t / kCP + kMmaBK * s, sg = j < rows ? j / hw : 0;
-    jw[s] = j < rows ? j - sg * hw - g.pad[2] : -(std::int32_t{1} << 30);  // W offset of the row from its segment's start
-    rseg[s] = r_begin + std::int64_t{sg} * seg;
+  // This work-item's staged rows: slot t / kCP of kMmaBK, seg slots per
+  // segment (segment sg = slot / seg), run positions r = slot % seg and r +
+  // seg (where the run is that long: hw <= 2*seg), channels pack hc. One
+  // segment per work-item, so one position to track: the (b, i) of the
+  // segment's first row and the element offset of large position (b,
+  // i*stride) there, advanced by kMmaBK rows per step without a division
+  // (as the tap-major copies), and the rows' fixed offset: the pair's D and
+  // H offsets, the first row's W position in the run, its channels.
+  const std::int32_t slot = t / kCP, sg = slot / seg, jr = slot - sg * seg;
+  const bool second = jr + seg < hw;
+  const std::int32_t jw = jr - g.pad[2];  // W offset of the first row from its segment's start
+  std::int64_t rseg = r_begin + std::int64_t{sg} * seg;
+  std::int32_t c[4];
+  std::int64_t rowoff;
+  {
     std::int64_t b, i[3];
-    decode_row(rseg[s] < K ? rseg[s] : 0, g.S, b, i);
-    c[s][0] = static_cast<std::int32_t>(b);
+    decode_row(rseg < K ? rseg : 0, g.S, b, i);
+    c[0] = static_cast<std::int32_t>(b);
 KGATE_UNROLL
-    for (int x = 0; x < 3; ++x) c[s][1 + x] = static_cast<std::int32_t>(i[x]);
-    rowoff[s] = (((b * g.L[0] + i[0] * g.stride[0]) * g.L[1] + i[1] * g.stride[1]) * g.L[2] + i[2]) * cl;
-    toff[s] = (std::int64_t{okd} * g.L[1] + okh) * l2 + std::int64_t{jw[s]} * cl + grp * g.clg + ci0 + hc * kMmaVec;
+    for (int x = 0; x < 3; ++x) c[1 + x] = static_cast<std::int32_t>(i[x]);
+    rowoff = (((b * g.L[0] + i[0] * g.stride[0]) * g.L[1] + i[1] * g.stride[1]) * g.L[2] + i[2]) * cl;
   }
+  const std::int64_t toff = (std::int64_t{okd} * g.L[1] + okh) * l2 + std::int64_t{jw} * cl + grp * g.clg + ci0 + hc * kMmaVec;
+  const int arun = (sg * hw + jr) * kMmaLDN + hc * kMmaVec;  // the first row's place in a stage
   const std::int64_t dstep = std::int64_t{kMmaBK} * cl;                                              // i2 += kMmaBK
   const std::int64_t d2 = std::int64_t{g.stride[1]} * l2 - std::int64_t{g.S[2]} * cl;               // i2 -= S2, i1 += 1
   const std::int64_t d1 = std::int64_t{g.stride[0]} * l12 - std::int64_t{g.S[1]} * g.stride[1] * l2;  // i1 -= S1, i0 += 1
@@ -1214,25 +1215,23 @@ KGATE_UNROLL
   std::int64_t brow = r_begin + kr;
   const Tin* sp = small0 + brow * g.cs + grp * g.csg + c0 + hc * kMmaVec;
   auto issue = [&](std::int64_t, int st) {
+    // The segment lies in the slice or past it (slices are whole steps,
+    // S's W whole segments); a row's position in the padding is +0.
+    const bool dh = rseg < r_end && static_cast<std::uint32_t>(c[1] * g.stride[0] + okd) < static_cast<std::uint32_t>(g.L[0]) &&
+                    static_cast<std::uint32_t>(c[2] * g.stride[1] + okh) < static_cast<std::uint32_t>(g.L[1]);
 KGATE_UNROLL
-    for (int s = 0; s < kPasses; ++s) {
-      const std::int32_t j = t / kCP + kMmaBK * s;
-      if (j >= rows) break;  // no atom reads it (rows ascend with s)
-      // The segment lies in the slice or past it (slices are whole steps,
-      // S's W whole segments); its row's position in the padding is +0.
-      const bool in = rseg[s] < r_end &&
-                      static_cast<std::uint32_t>(c[s][1] * g.stride[0] + okd) < static_cast<std::uint32_t>(g.L[0]) &&
-                      static_cast<std::uint32_t>(c[s][2] * g.stride[1] + okh) < static_cast<std::uint32_t>(g.L[1]) &&
-                      static_cast<std::uint32_t>(c[s][3] + jw[s]) < static_cast<std::uint32_t>(g.L[2]);
-      sA.copy_async<P>(st * TT::kASize + j * kMmaLDN + hc * kMmaVec,
-                       reinterpret_cast<const P*>(in ? large0 + (rowoff[s] + toff[s]) : large0), in);
-      rseg[s] += kMmaBK;
-      c[s][3] += kMmaBK;
-      rowoff[s] += dstep;
-      while (c[s][3] >= g.S[2]) c[s][3] -= g.S[2], ++c[s][2], rowoff[s] += d2;
-      while (c[s][2] >= g.S[1]) c[s][2] -= g.S[1], ++c[s][1], rowoff[s] += d1;
-      while (c[s][1] >= g.S[0]) c[s][1] -= g.S[0], ++c[s][0], rowoff[s] += d0;
+    for (int h = 0; h < 2; ++h) {
+      if (h == 1 && !second) break;
+      const bool in = dh && static_cast<std::uint32_t>(c[3] + jw + h * seg) < static_cast<std::uint32_t>(g.L[2]);
+      sA.copy_async<P>(st * TT::kASize + arun + h * seg * kMmaLDN,
+                       reinterpret_cast<const P*>(in ? large0 + (rowoff + toff + h * seg * cl) : large0), in);
     }
+    rseg += kMmaBK;
+    c[3] += kMmaBK;
+    rowoff += dstep;
+    while (c[3] >= g.S[2]) c[3] -= g.S[2], ++c[2], rowoff += d2;
+    while (c[2] >= g.S[1]) c[2] -= g.S[1], ++c[1], rowoff += d1;
+    while (c[1] >= g.S[0]) c[1] -= g.S[0], ++c[0], rowoff += d0;
     const bool in = bcol && brow < r_end;
     sB.copy_async<P>(st * TT::kBSize + kr * kMmaLDN + hc * kMmaVec, reinterpret_cast<const P*>(in ? sp : small0), in);
     brow += kMmaBK;
