@@ -1541,6 +1541,7 @@ KGATE_UNROLL
 
 // ---------------------------------------------------------------------------
 // wgrad: one slice of K per grid z; partials to the workspace.
+inline constexpr int kWgradRows = 8;  // rows of K whose loads conv_wgrad issues together
 
 template <class Tin>
 KGATE_KERNEL_BOUNDS(conv_wgrad, kThreads, WgradArgs a) {
@@ -1569,34 +1570,46 @@ KGATE_UNROLL
 KGATE_UNROLL
   for (int v = 0; v < kTN; ++v) lv[v] = l0 + v < g.clg ? v : 0;
   float acc[kTM][kTN] = {};
-  // (bn, i0, i1, i2) of row r_begin, then advanced row by row.
+  // (bn, i0, i1, i2) of row r_begin, then advanced row by row. The loads
+  // of kWgradRows rows are issued before their products (a loop of one row
+  // at a time waits on each row's load latency: with few work-items per
+  // slice, that latency is the kernel's time); the products are added in
+  // row order as before, rows without a large position (padding) or past
+  // the slice skipped.
   std::int64_t r = r_begin;
   std::int64_t i2 = r % g.S[2], i1 = (r / g.S[2]) % g.S[1], i0 = (r / (std::int64_t{g.S[2]} * g.S[1])) % g.S[0];
   std::int64_t bn = r / g.s_pos;
-  for (; r < r_end; ++r) {
-    const std::int64_t j0 = i0 * g.stride[0] + d0, j1 = i1 * g.stride[1] + d1, j2 = i2 * g.stride[2] + d2;
-    if (j0 >= 0 && j0 < g.L[0] && j1 >= 0 && j1 < g.L[1] && j2 >= 0 && j2 < g.L[2]) {
-      const Tin* sp = Sm + r * g.cs + grp * g.csg + c0;
-      const Tin* lp = Lg + ((((bn * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl + grp * g.clg + l0);
-      float x[kTM], y[kTN];
+  for (; r < r_end; r += kWgradRows) {
+    float x[kWgradRows][kTM], y[kWgradRows][kTN];
+    bool ok[kWgradRows];
 KGATE_UNROLL
-      for (int u = 0; u < kTM; ++u) x[u] = to_f32(sp[cu[u]]);
+    for (int k = 0; k < kWgradRows; ++k) {
+      const std::int64_t j0 = i0 * g.stride[0] + d0, j1 = i1 * g.stride[1] + d1, j2 = i2 * g.stride[2] + d2;
+      ok[k] = r + k < r_end && j0 >= 0 && j0 < g.L[0] && j1 >= 0 && j1 < g.L[1] && j2 >= 0 && j2 < g.L[2];
+      const Tin* sp = Sm + (ok[k] ? (r + k) * g.cs + grp * g.csg + c0 : 0);
+      const Tin* lp = Lg + (ok[k] ? (((bn * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl + grp * g.clg + l0 : 0);
 KGATE_UNROLL
-      for (int v = 0; v < kTN; ++v) y[v] = to_f32(lp[lv[v]]);
+      for (int u = 0; u < kTM; ++u) x[k][u] = ok[k] ? to_f32(sp[cu[u]]) : 0.0f;
+KGATE_UNROLL
+      for (int v = 0; v < kTN; ++v) y[k][v] = ok[k] ? to_f32(lp[lv[v]]) : 0.0f;
+      if (++i2 == g.S[2]) {
+        i2 = 0;
+        if (++i1 == g.S[1]) {
+          i1 = 0;
+          if (++i0 == g.S[0]) {
+            i0 = 0;
+            ++bn;
+          }
+        }
+      }
+    }
+KGATE_UNROLL
+    for (int k = 0; k < kWgradRows; ++k) {
+      if (!ok[k]) continue;
 KGATE_UNROLL
       for (int u = 0; u < kTM; ++u)
 KGATE_UNROLL
-        for (int v = 0; v < kTN; ++v) acc[u][v] = acc[u][v] + x[u] * y[v];
-    }
-    if (++i2 == g.S[2]) {
-      i2 = 0;
-      if (++i1 == g.S[1]) {
-        i1 = 0;
-        if (++i0 == g.S[0]) {
-          i0 = 0;
-          ++bn;
-        }
-      }
+        for (int v = 0; v < kTN; ++v) acc[u][v] = acc[u][v] + x[k][u] * y[k][v];
     }
   }
   const std::int64_t numel = g.cs * g.taps * g.clg;
