@@ -83,8 +83,10 @@
 // which adds nothing to an exact sum): the chain the plan's ReductionPlan
 // counts, so the host's sm90 model reproduces CUDA bit for bit.
 // Backward-weight has its own matrix-core kernel over the same block tile
-// and block step (conv_wgrad_mma). fp32 inputs and channel counts an atom
-// does not fill take the portable path.
+// and block step (conv_wgrad_mma), and on sm_90 a W-halo tile of its own
+// (wgrad_halo_seg: one (kd, kh) pair's three W taps of 64 large channels,
+// their large rows staged once per segment of positions along W). fp32
+// inputs and channel counts an atom does not fill take the portable path.
 //
 // Indexing is 64-bit throughout (tensors may pass 2^31 elements).
 #pragma once
