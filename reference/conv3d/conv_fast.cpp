@@ -319,7 +319,16 @@ std::int64_t wgrad_fill_rows(std::int64_t tw, std::int64_t csg, std::int64_t row
 // (chunk 0: dw itself; chunk z > 0: slot z); the slots are then added to dw
 // in increasing z. All of it is a function of the problem, so results do not
 // depend on the thread count.
-void wgrad(const ConvGeom& g, const Tensor& small, const Tensor& large, double* dw) {
+//
+// db (non-null) is summed from the operand rows the fill converts anyway
+// instead of in a second pass over dy (sum_channels): dy small (conv3d), from
+// the small rows of the items of column tile 0 (they read each row of their
+// group once); dy large (conv_transpose3d) where the convolution is
+// non-overlapping (every large element is one (row, tap) of the columns,
+// padding columns are zeros), from the columns of every item. Each item sums
+// its rows in order into its own partial sums, which are added to db in item
+// order.
+void wgrad(const ConvGeom& g, const Tensor& small, const Tensor& large, double* dw, double* db, bool db_small) {
   const std::int64_t width = g.taps * g.clg;
   const std::int64_t wsize = g.cs * width;
   const WgradSplit split = wgrad_split(g);
@@ -334,10 +343,17 @@ void wgrad(const ConvGeom& g, const Tensor& small, const Tensor& large, double* 
     slots.emplace_back(static_cast<double*>(host_alloc(static_cast<std::size_t>(wsize) * sizeof(double))),
                        HostFree{static_cast<std::size_t>(wsize) * sizeof(double)});
   Scratch cols(ref_threads()), smalls(ref_threads());
+  std::vector<std::vector<double>> db_parts(db ? static_cast<std::size_t>(tiled * z_count) : 0);
   parallel_for(tiled * z_count, [&](std::int64_t it, int worker) {
     const std::int64_t z = it % z_count, tile = (it / z_count) % tiles, grp = it / (z_count * tiles);
     const auto [c0, c1] = tile_range(width, tiles, tile);
     if (c0 >= c1) return;
+    double* dbp = nullptr;
+    if (db && (!db_small || tile == 0)) {
+      auto& part = db_parts[static_cast<std::size_t>(it)];
+      part.assign(static_cast<std::size_t>(db_small ? g.csg : c1 - c0), 0.0);
+      dbp = part.data();
+    }
     double* base = z == 0 ? dw : slots[static_cast<std::size_t>(z - 1)].get();
     SMap dg(base + grp * g.csg * width + c0, g.csg, c1 - c0, Eigen::OuterStride<>(width));
     dg.setZero();
@@ -352,10 +368,31 @@ void wgrad(const ConvGeom& g, const Tensor& small, const Tensor& large, double* 
         im2col_large(g, large, b, c0, c1, col);
         for (std::int64_t p = b.p0; p < b.p1; ++p)
           load_run(small, (b.bn * g.s_pos + p) * g.cs + b.grp * g.csg, g.csg, sm + (p - b.p0) * g.csg);
+        if (dbp) {
+          const double* src = db_small ? sm : col;
+          const std::int64_t w = db_small ? g.csg : c1 - c0;
+          for (std::int64_t r = 0; r < m; ++r)
+            for (std::int64_t c = 0; c < w; ++c) dbp[c] += src[r * w + c];
+        }
         dg.noalias() += CMap(sm, m, g.csg).transpose() * CMap(col, m, c1 - c0);
       }
     }
   });
+  if (db) {
+    const std::int64_t nch = g.groups * (db_small ? g.csg : g.clg);
+    std::fill(db, db + nch, 0.0);
+    for (std::int64_t it = 0; it < tiled * z_count; ++it) {
+      const auto& part = db_parts[static_cast<std::size_t>(it)];
+      if (part.empty()) continue;
+      const std::int64_t grp = it / (z_count * tiles);
+      if (db_small) {
+        for (std::int64_t c = 0; c < g.csg; ++c) db[grp * g.csg + c] += part[static_cast<std::size_t>(c)];
+      } else {
+        const std::int64_t c0 = tile_range(width, tiles, (it / z_count) % tiles).first;
+        for (std::size_t c = 0; c < part.size(); ++c) db[grp * g.clg + (c0 + static_cast<std::int64_t>(c)) % g.clg] += part[c];
+      }
+    }
+  }
   if (slots.empty()) return;
   constexpr std::int64_t kChunk = 1 << 16;
   parallel_for((wsize + kChunk - 1) / kChunk, [&](std::int64_t c, int) {
@@ -459,9 +496,14 @@ Outputs conv_fast(const ConvProblem& p, const Inputs& in) {
         scatter(g, at(in, plan.a), w.as<double>(), b, out);
       break;
     }
-    case Kind::wgrad: wgrad(g, at(in, plan.a), at(in, plan.b), out); break;
+    case Kind::wgrad: {
+      // db with the fill where it sees dy once (wgrad), else a pass of its own.
+      const bool fused = plan.db && (plan.dy_is_small || non_overlapping(g));
+      wgrad(g, at(in, plan.a), at(in, plan.b), out, fused ? result.at(Role::db).as<double>() : nullptr, plan.dy_is_small);
+      if (plan.db && !fused) sum_channels(at(in, Role::dy), result.at(Role::db).as<double>());
+      break;
+    }
   }
-  if (plan.db) sum_channels(at(in, Role::dy), result.at(Role::db).as<double>());
   return result;
 }
 

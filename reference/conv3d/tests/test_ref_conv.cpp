@@ -494,8 +494,14 @@ TEST(ConvRef, TiledPathsMatchDirect) {
     ASSERT_GT(detail::col_tiles(c.cols, p.n * p.groups), 1) << c.desc;
     expect_fast_matches_direct(p, 77);
   }
+  // db summed with the fill (dy small: conv3d; dy large and non-overlapping:
+  // conv_transpose3d k = s) and in a pass of its own (overlapping).
   for (const char* s : {"conv3d.bwd_weight fp32 n2 c2 k4 d24 kd3 p1 bias",  // reduction chunks
-                        "conv_transpose3d.bwd_weight fp32 n2 c6 k200 g2 d2 kd2 s2 bias"}) {  // column tiles
+                        "conv3d.bwd_weight fp32 n2 c6 k8 g2 d20 kd3 p1 bias",  // groups and chunks
+                        "conv3d.bwd_weight fp32 n1 c520 k6 d3 kd1 bias",  // column tiles (the k1 head)
+                        "conv_transpose3d.bwd_weight fp32 n2 c6 k200 g2 d2 kd2 s2 bias",  // column tiles
+                        "conv_transpose3d.bwd_weight fp32 n2 c4 k6 g2 d12 kd2 s2 bias",  // reduction chunks
+                        "conv_transpose3d.bwd_weight fp32 n2 c4 k6 g2 d12 kd3 s2 p1 bias"}) {  // overlapping
     const ConvProblem p = desc(s);
     const detail::WgradSplit split = detail::wgrad_split(detail::make_geom(p));
     ASSERT_GT(split.tiles * split.chunks, 1) << s;
