@@ -1543,7 +1543,7 @@ KGATE_UNROLL
 
 // ---------------------------------------------------------------------------
 // wgrad: one slice of K per grid z; partials to the workspace.
-inline constexpr int kWgradRows = 8;  // rows of K whose loads conv_wgrad issues together
+inline constexpr int kWgradRows = 4;  // rows of K whose loads conv_wgrad issues together
 
 template <class Tin>
 KGATE_KERNEL_BOUNDS(conv_wgrad, kThreads, WgradArgs a) {
