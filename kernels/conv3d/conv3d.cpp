@@ -60,6 +60,7 @@ constexpr std::int64_t kMmaMinK = 3, kMmaMinN = 16;
 // (each tap's large channels padded to whole 8-channel packs on the M side).
 constexpr std::int64_t kMmaMinWgradM = cv::kMmaBM / 4;
 
+
 struct Shape {
   ref::detail::DirPlan dp;
   AtomInfo atom;  // ok: the main kernel is conv_mma
@@ -201,6 +202,16 @@ Shape shape_of(const ConvProblem& p) {
         }
         s.main_grid[0] = wgrad_tiles_x(g, s.wgrad_halo);
         s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kMmaBN);
+        // At most cv::kMmaWgradBlocks workgroups: past them, more splits
+        // only add partials to write and to combine.
+        const std::int64_t cap = std::max<std::int64_t>(1, cv::kMmaWgradBlocks / (s.main_grid[0] * s.main_grid[1]));
+        if (s.splits > cap) {
+          s.splits = cap;
+          s.slice = cv::ceil_div(s.rows, s.splits);
+          if (s.wgrad_halo) s.slice = cv::ceil_div(s.slice, cv::kMmaBK) * cv::kMmaBK;
+          s.splits = cv::ceil_div(s.rows, s.slice);
+          s.main_grid[2] = s.splits;
+        }
       } else {
         s.main_grid[0] = g.taps * cv::ceil_div(g.clg, static_cast<std::int64_t>(cv::kTN) * s.bn);
         s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kTM * bm);

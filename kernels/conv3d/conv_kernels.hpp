@@ -458,6 +458,12 @@ KGATE_UNROLL
 inline constexpr int kMmaBM = 128, kMmaBN = 64;  // block tile: GEMM rows x output channels
 inline constexpr int kMmaBK = 32;                // channels of one tap staged per block step
 inline constexpr int kMmaVec = 8;                // elements per 16-byte load
+// The most workgroups (tiles x splits) the plan's split gives
+// conv_wgrad_mma: about eight waves of two workgroups per multiprocessor on
+// 132 (H200), three and a half on 304 (MI300A). Without it the split rule
+// gives the large layers the workspace's whole 256 MiB of partials, written
+// once and read again by the tree.
+inline constexpr std::int64_t kMmaWgradBlocks = 2048;
 // Workgroups of conv_wgrad_mma per multiprocessor the CUDA compiler must fit
 // in registers (it waits on global and LDS latency that only more resident
 // warps hide).

@@ -472,6 +472,19 @@ TEST(ConvKernel, WorkspaceLimitsTheSplitCount) {
   EXPECT_GT(splits(wide), 1);
   ASSERT_TRUE(kernels::is_supported(Problem(huge)).ok);
   EXPECT_EQ(splits(huge), 1);
+  // On matrix cores the workgroups are capped (tiles x splits), on both
+  // targets: the 64->64@128 layer's 2^21 rows would give the workspace
+  // bound's 606 splits; a problem with fewer tiles than the cap allows
+  // keeps the rows' split.
+  for (rt::Target tg : {rt::Target::gfx942, rt::Target::sm90}) {
+    rt::host::ScopedConfig cfg(rt::host::config_for(tg, rt::host::config()));
+    const kernels::Plan big = kernels::plan(parse_descriptor("conv3d.bwd_weight bf16 n1 c64 k64 d128 kd3 p1"));
+    const auto& gr = big.steps.front().grid;
+    EXPECT_LE(std::int64_t{gr[0]} * gr[1] * gr[2], kernels::cv::kMmaWgradBlocks);
+    EXPECT_GT(gr[0] * gr[2] * 2, static_cast<std::uint32_t>(kernels::cv::kMmaWgradBlocks)) << "the cap, not the workspace, binds";
+    EXPECT_EQ(kernels::plan(parse_descriptor("conv3d.bwd_weight bf16 n1 c32 k16 d32 kd1")).params.at("splits"), 32);
+    EXPECT_EQ(kernels::plan(parse_descriptor("conv3d.bwd_weight bf16 n1 c32 k16 d32 kd1")).steps.front().kernel, "conv_wgrad_mma");
+  }
 }
 
 }  // namespace
