@@ -60,7 +60,6 @@ constexpr std::int64_t kMmaMinK = 3, kMmaMinN = 16;
 // (each tap's large channels padded to whole 8-channel packs on the M side).
 constexpr std::int64_t kMmaMinWgradM = cv::kMmaBM / 4;
 
-
 struct Shape {
   ref::detail::DirPlan dp;
   AtomInfo atom;  // ok: the main kernel is conv_mma
@@ -487,8 +486,9 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
             wa.wide = wide_loads(s, {a.data(), b.data()});
             wa.wide_small = wide_runs({s.g.csg}, {a.data()});
             wa.halo = s.wgrad_halo && wa.wide;
-            // A halo plan met with tensors not 16-byte aligned runs the
-            // tap-major tiles (the same slices: the tap-major path takes any).
+            // A halo plan met with tensors not 16-byte aligned (never the
+            // driver's) runs the tap-major tiles over the same slices, which
+            // that path takes as they come; its grid is then not the plan's.
             rt::LaunchConfig cfg = mma_config(s);
             cfg.grid.x = static_cast<unsigned>(wgrad_tiles_x(s.g, wa.halo));
             with_mma_atom<Tin>([&](auto atom) { KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin>), cfg, wa); });
