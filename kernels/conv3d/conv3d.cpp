@@ -194,23 +194,16 @@ Shape shape_of(const ConvProblem& p) {
         // The W-halo tile (cv::wgrad_halo_seg): asynchronous copies with
         // 16-byte runs, slices of whole block steps.
         s.wgrad_halo = cv::mma_stages(s.atom.target) > 2 && wide_runs({g.clg, g.csg}, {}) && cv::wgrad_halo_seg(g) > 0;
-        if (s.wgrad_halo) {
-          s.slice = cv::ceil_div(s.slice, cv::kMmaBK) * cv::kMmaBK;
-          s.splits = cv::ceil_div(s.rows, s.slice);
-          s.main_grid[2] = s.splits;
-        }
         s.main_grid[0] = wgrad_tiles_x(g, s.wgrad_halo);
         s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kMmaBN);
         // At most cv::kMmaWgradBlocks workgroups: past them, more splits
-        // only add partials to write and to combine.
-        const std::int64_t cap = std::max<std::int64_t>(1, cv::kMmaWgradBlocks / (s.main_grid[0] * s.main_grid[1]));
-        if (s.splits > cap) {
-          s.splits = cap;
-          s.slice = cv::ceil_div(s.rows, s.splits);
-          if (s.wgrad_halo) s.slice = cv::ceil_div(s.slice, cv::kMmaBK) * cv::kMmaBK;
-          s.splits = cv::ceil_div(s.rows, s.slice);
-          s.main_grid[2] = s.splits;
-        }
+        // only add partials to write and to combine. (Below the cap the
+        // slice is pick_split's.)
+        s.splits = std::min(s.splits, std::max<std::int64_t>(1, cv::kMmaWgradBlocks / (s.main_grid[0] * s.main_grid[1])));
+        s.slice = cv::ceil_div(s.rows, s.splits);
+        if (s.wgrad_halo) s.slice = cv::ceil_div(s.slice, cv::kMmaBK) * cv::kMmaBK;
+        s.splits = cv::ceil_div(s.rows, s.slice);
+        s.main_grid[2] = s.splits;
       } else {
         s.main_grid[0] = g.taps * cv::ceil_div(g.clg, static_cast<std::int64_t>(cv::kTN) * s.bn);
         s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kTM * bm);
