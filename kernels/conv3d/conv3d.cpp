@@ -30,8 +30,10 @@ using ref::detail::Kind;
 // 1x1x1 head, a first layer of 3 channels) over the device, so their cap is
 // high; the tree over them is ceil(log2 splits) deep.
 constexpr std::int64_t kSliceRows = 1024;
-constexpr std::int64_t kMaxSplits = 1024;
+constexpr std::int64_t kMaxSplits = 4096;
 constexpr std::int64_t kMaxWorkspace = std::int64_t{256} << 20;
+// dbias: the column sums' work-items to aim for and their shortest slice.
+constexpr std::int64_t kColsumItems = 65536, kMinColsumSlice = 256;
 // Work-items along N at most (so that a workgroup spans >= 4 tile rows).
 constexpr int kMaxBn = 16;
 constexpr std::int64_t kMaxGridX = 0x7fffffff, kMaxGridYZ = 65535;
@@ -52,7 +54,11 @@ struct AtomInfo {
 // the block tile's N and the GEMM rows (of the largest stride phase) one
 // block tile. Below that most of each instruction is padding, which costs
 // the host emulator (every atom through its numeric model) more than the
-// portable kernel.
+// portable kernel. The contract family also takes fewer output channels
+// where its source's channels per group are whole 16-byte runs of at least
+// a block step (the U-Net's 1x1x1 head: 6 output channels over 64): its
+// time is then the stream of its source, which conv_mma reads in 16-byte
+// copies and the portable kernel element by element.
 constexpr std::int64_t kMmaMinK = 3, kMmaMinN = 16;
 // Backward-weight runs on matrix cores (conv_wgrad_mma) for bf16 / fp16
 // when the small channels per group fill a quarter of the block tile's N,
@@ -73,6 +79,9 @@ struct Shape {
   std::int64_t dw_numel = 0;
   std::int64_t max_taps = 1;  // taps that can contribute to one output element
   bool wgrad_halo = false;    // conv_wgrad_mma runs its W-halo tile
+  int rgroups = 1;            // conv_wgrad: row groups per split (WgradArgs::rgroups)
+  std::int64_t tap_split = 0, ksplits = 1;  // conv_mma's split of K by taps (mma_tap_split)
+  std::int64_t out_numel = 0;               // contract / scatter: output elements
 };
 
 int pick_bn(std::int64_t cols) {
@@ -104,10 +113,45 @@ AtomInfo atom_for(DType src) {
 }
 
 bool wide_runs(std::initializer_list<std::int64_t> channels, std::initializer_list<const void*> tensors);
+bool wide_loads(const Shape& s, std::initializer_list<const void*> tensors);
 
 // conv_wgrad_mma's grid x: tap-major block tiles of kMmaBM GEMM rows (each
 // tap's large channels padded to whole packs), or the W-halo tile's (kd,
 // kh) pairs x large-channel blocks.
+// Whether conv_mma's plan takes the W-halo step (cv::halo_taps: sm_90's
+// asynchronous copies with 16-byte runs; the driver's tensors are 16-byte
+// aligned).
+bool mma_halo(const Shape& s) {
+  return s.dp.kind != Kind::wgrad && cv::mma_stages(s.atom.target) > 2 && wide_loads(s, {}) &&
+         cv::halo_taps(s.g, s.dp.kind == Kind::scatter) > 0;
+}
+
+// conv_mma's split of K by taps, for layers of few block tiles and a long K
+// (the U-Net's deepest layers: 8^3 positions and 512-1024 channels have 32
+// to 64 tiles for a device of 132 SMs, each walking 27 taps): the taps (of
+// a phase) in runs of tap_split, so that the tiles x splits approach
+// kMmaSplitBlocks and every split keeps at least kMmaSplitSteps block steps;
+// each split writes fp32 partials and conv_tree adds them, then the bias.
+// The tap-major step only (a W-halo plan's steps span a (kd, kh) pair's
+// taps).
+constexpr std::int64_t kMmaSplitBlocks = 256, kMmaSplitSteps = 64;
+void mma_tap_split(Shape& s) {
+  const cv::Geom& g = s.g;
+  const bool scatter = s.dp.kind == Kind::scatter;
+  const std::int64_t tiles = s.main_grid[0] * s.main_grid[1] * s.main_grid[2];
+  const std::int64_t kdim = scatter ? g.csg : g.clg;
+  const std::int64_t steps = s.max_taps * cv::ceil_div(kdim, cv::kMmaBK);
+  if (mma_halo(s) || tiles >= kMmaSplitBlocks) return;
+  std::int64_t want = std::min(cv::ceil_div(kMmaSplitBlocks, tiles), steps / kMmaSplitSteps);
+  while (want > 1 && want * s.out_numel * 4 > kMaxWorkspace) --want;
+  if (want < 2) return;
+  const std::int64_t run = cv::ceil_div(s.max_taps, want);
+  if (cv::ceil_div(s.max_taps, run) < 2) return;
+  s.tap_split = run;
+  s.ksplits = cv::ceil_div(s.max_taps, run);
+  s.main_grid[2] *= s.ksplits;
+}
+
 std::int64_t wgrad_tiles_x(const cv::Geom& g, bool halo) {
   if (halo) return std::int64_t{g.K[0]} * g.K[1] * (g.clg / cv::kWgradHaloCB);
   return cv::ceil_div(g.taps * cv::ceil_div(g.clg, cv::kMmaVec) * cv::kMmaVec, cv::kMmaBM);
@@ -138,10 +182,13 @@ Shape shape_of(const ConvProblem& p) {
   switch (s.dp.kind) {
     case Kind::contract: {
       s.max_taps = g.taps;
-      if (g.clg >= kMmaMinK && g.csg >= kMmaMinN && g.n * g.s_pos >= cv::kMmaBM) s.atom = atom_for(p.src);
+      const bool stream = g.clg >= cv::kMmaBK && wide_runs({g.clg}, {});
+      if (g.clg >= kMmaMinK && (g.csg >= kMmaMinN || stream) && g.n * g.s_pos >= cv::kMmaBM) s.atom = atom_for(p.src);
+      s.out_numel = g.n * g.s_pos * g.cs;
       if (s.atom.ok) {
         s.main_grid[0] = cv::ceil_div(g.n * g.s_pos, cv::kMmaBM);
         s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kMmaBN);
+        mma_tap_split(s);
         break;
       }
       s.bn = pick_bn(g.csg);
@@ -172,10 +219,12 @@ Shape shape_of(const ConvProblem& p) {
       s.main_grid[2] = s.phases;
       if (g.csg >= kMmaMinK && g.clg >= kMmaMinN && rows >= cv::kMmaBM && s.max_taps <= cv::kMaxPhaseTaps)
         s.atom = atom_for(p.src);
+      s.out_numel = g.n * g.l_pos * g.cl;
       if (s.atom.ok) {
         s.one_tap = false;  // conv_mma lists the phase's taps, one or many
         s.main_grid[0] = cv::ceil_div(rows, cv::kMmaBM);
         s.main_grid[1] = g.groups * cv::ceil_div(g.clg, cv::kMmaBN);
+        mma_tap_split(s);
         break;
       }
       s.main_grid[0] = cv::ceil_div(rows, cv::kTM * bm);
@@ -205,12 +254,26 @@ Shape shape_of(const ConvProblem& p) {
         s.splits = cv::ceil_div(s.rows, s.slice);
         s.main_grid[2] = s.splits;
       } else {
+        // The row groups one split needs (a power of two up to bm); the
+        // workgroup's others take the next splits (the head's 6 small
+        // channels fill 2 of 4: a workgroup holds 2 splits, not half idle).
+        while (s.rgroups < bm && s.rgroups * cv::kTM < g.csg) s.rgroups *= 2;
         s.main_grid[0] = g.taps * cv::ceil_div(g.clg, static_cast<std::int64_t>(cv::kTN) * s.bn);
-        s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kTM * bm);
+        s.main_grid[1] = g.groups * cv::ceil_div(g.csg, cv::kTM * s.rgroups);
+        s.main_grid[2] = cv::ceil_div(s.splits, bm / s.rgroups);
       }
       if (s.dp.db) {
         s.db_rows = g.n * (s.dp.dy_is_small ? g.s_pos : g.l_pos);
         pick_split(s.db_rows, p.cout, s.db_splits, s.db_slice);
+        // Few columns (the head's 6): shorter slices, so that the column
+        // sums have about kColsumItems work-items (one per column and slice).
+        if (p.cout * s.db_splits < kColsumItems) {
+          const std::int64_t more = std::min({cv::ceil_div(kColsumItems, p.cout), s.db_rows / kMinColsumSlice, kMaxSplits});
+          if (more > s.db_splits) {
+            s.db_splits = more;
+            s.db_slice = cv::ceil_div(s.db_rows, more);
+          }
+        }
       }
       break;
     }
@@ -265,15 +328,24 @@ rt::LaunchConfig conv_config(std::int64_t x, std::int64_t y = 1, std::int64_t z 
 
 // The matrix-core kernels' 16-byte accesses: every channel run they touch
 // starts on a multiple of 8 elements (each of `channels` a multiple of 8) of
-// a 16-byte aligned tensor. conv_mma loads (and, on sm_90, stores) runs of
-// clg and csg channels.
+// a 16-byte aligned tensor.
 bool wide_runs(std::initializer_list<std::int64_t> channels, std::initializer_list<const void*> tensors) {
   bool ok = true;
   for (const std::int64_t c : channels) ok = ok && c % cv::kMmaVec == 0;
   for (const void* t : tensors) ok = ok && reinterpret_cast<std::uintptr_t>(t) % 16 == 0;
   return ok;
 }
-bool wide_loads(const Shape& s, std::initializer_list<const void*> tensors) { return wide_runs({s.g.clg, s.g.csg}, tensors); }
+// The runs the main kernel loads: conv_mma's contract family runs of clg
+// channels (the source's and each weight row's), its scatter family csg
+// (the source's) and clg (the weight rows'); conv_wgrad_mma both operands'.
+bool wide_loads(const Shape& s, std::initializer_list<const void*> tensors) {
+  if (s.dp.kind == Kind::contract) return wide_runs({s.g.clg}, tensors);
+  return wide_runs({s.g.clg, s.g.csg}, tensors);
+}
+// The runs conv_mma's epilogue stores: the output's channels per group.
+bool wide_stores(const Shape& s, const void* out) {
+  return wide_runs({s.dp.kind == Kind::contract ? s.g.csg : s.g.clg}, {out});
+}
 
 // f(atom) with the backend's default atom for Tin (bf16 / fp16 only), and
 // the matrix-core kernels' launch configuration.
@@ -306,22 +378,38 @@ LaunchStep tree_step(std::int64_t numel, std::int64_t splits, const std::array<s
   if (cv::tree_by_split(numel, splits)) return {"conv_tree_split", grid3(numel, 1, 1), block, 0};
   return {"conv_tree", grid3(cv::tree_workgroups(numel), 1, 1), block, 0};
 }
-template <class Tout>
+template <class Tout, class Tb = Tout>
 void launch_tree(const cv::TreeArgs& a) {
   if (cv::tree_by_split(a.numel, a.splits))
-    KGATE_LAUNCH((cv::conv_tree_split<Tout>), conv_config(a.numel), a);
+    KGATE_LAUNCH((cv::conv_tree_split<Tout, Tb>), conv_config(a.numel), a);
   else
-    KGATE_LAUNCH((cv::conv_tree<Tout>), conv_config(cv::tree_workgroups(a.numel)), a);
+    KGATE_LAUNCH((cv::conv_tree<Tout, Tb>), conv_config(cv::tree_workgroups(a.numel)), a);
 }
 
 // conv_mma for the contract or scatter family.
-template <class Tin, class Tout, bool kScatter>
-void launch_mma(const Shape& s, cv::GemmArgs args, bool wide) {
-  args.wide = wide;
+// With a split of K, its partials go to `ws` and conv_tree adds them and
+// the bias into the output; `mark` follows each launch.
+template <class Tin, class Tout, bool kScatter, class Mark>
+void launch_mma(const Shape& s, cv::GemmArgs args, float* ws, Mark&& mark) {
+  args.wide = wide_loads(s, {args.a, args.w});
+  args.wide_out = wide_stores(s, args.out);
+  if (s.ksplits > 1) {
+    args.tap_split = static_cast<std::int32_t>(s.tap_split);
+    args.splits = static_cast<std::int32_t>(s.ksplits);
+    args.ws = ws;
+  }
   with_mma_atom<Tin>([&](auto atom) {
     KGATE_LAUNCH((cv::conv_mma<decltype(atom), Tin, Tout, kScatter>),
                  mma_config(s, cv::mma_dynamic_lds_bytes(decltype(atom)::target)), args);
   });
+  mark();
+  if (s.ksplits > 1) {
+    cv::TreeArgs ta{ws, s.out_numel, s.ksplits, args.out, cv::tree_runs(s.out_numel)};
+    ta.bias = args.bias;
+    ta.channels = kScatter ? s.g.cl : s.g.cs;
+    launch_tree<Tout, Tin>(ta);
+    mark();
+  }
 }
 
 }  // namespace
@@ -365,8 +453,8 @@ Plan conv_plan(const ConvProblem& p) {
     pl.params["stages"] = cv::mma_stages(s.atom.target);
     // conv_mma's W-halo step (cv::halo_taps): asynchronous copies with
     // 16-byte runs (the driver's tensors are 16-byte aligned).
-    if (s.dp.kind != Kind::wgrad && cv::mma_stages(s.atom.target) > 2 && wide_runs({g.clg, g.csg}, {}))
-      pl.params["halo_taps"] = cv::halo_taps(g, s.dp.kind == Kind::scatter);
+    if (s.dp.kind != Kind::wgrad && cv::mma_stages(s.atom.target) > 2 && wide_loads(s, {}))
+      pl.params["halo_taps"] = mma_halo(s) ? cv::halo_taps(g, s.dp.kind == Kind::scatter) : 0;
     const std::uint64_t lds = s.dp.kind == Kind::wgrad ? 0 : cv::mma_dynamic_lds_bytes(s.atom.target);  // wgrad: static LDS
     pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], s.main_grid[2]), mblock, lds});
   } else {
@@ -379,9 +467,20 @@ Plan conv_plan(const ConvProblem& p) {
   const std::string out = std::string(name(s.dp.out));
   // Contract and scatter: each output sums `taps` taps of `channels`
   // channels, on the atom's chain or in sequence, then the bias.
+  // With conv_mma's split of K: each split's chain over its run of taps,
+  // then the tree over the splits (conv_tree, which adds the bias).
   auto gemm_reduction = [&](std::int64_t taps, std::int64_t channels) {
-    ReductionPlan r = s.atom.ok ? mma_reduction(s.atom, taps, channels) : ReductionPlan::sequential(taps * channels);
+    ReductionPlan r = s.atom.ok ? mma_reduction(s.atom, s.ksplits > 1 ? std::min(taps, s.tap_split) : taps, channels)
+                                : ReductionPlan::sequential(taps * channels);
     r.epilogue_ops = s.dp.bias_on_out ? 1 : 0;
+    if (s.ksplits > 1) {
+      r.splits = s.ksplits;
+      r.combine = PartialCombine::tree;
+      pl.params["tap_split"] = s.tap_split;
+      pl.params["splits"] = s.ksplits;
+      pl.steps.push_back(tree_step(s.out_numel, s.ksplits, block));
+      pl.workspace_bytes = static_cast<std::uint64_t>(s.ksplits * s.out_numel * 4);
+    }
     return r;
   };
   switch (s.dp.kind) {
@@ -399,6 +498,7 @@ Plan conv_plan(const ConvProblem& p) {
       }
       pl.params["splits"] = s.splits;
       pl.params["slice"] = s.slice;
+      if (!s.atom.ok) pl.params["rgroups"] = s.rgroups;
       pl.params["tree_runs"] = cv::tree_runs(s.dw_numel);
       pl.steps.push_back(tree_step(s.dw_numel, s.splits, block));
       // Each slice: one atom chain over its rows (conv_wgrad_mma) or a
@@ -411,7 +511,7 @@ Plan conv_plan(const ConvProblem& p) {
       if (s.dp.db) {
         pl.params["db_splits"] = s.db_splits;
         pl.params["db_slice"] = s.db_slice;
-        pl.steps.push_back({"conv_colsum", grid3(cv::ceil_div(p.cout, cv::kThreads), s.db_splits, 1), block, 0});
+        pl.steps.push_back({"conv_colsum", grid3(cv::colsum_workgroups(p.cout, s.db_splits), 1, 1), block, 0});
         pl.steps.push_back(tree_step(p.cout, s.db_splits, block));
         ReductionPlan d;
         d.length = s.db_slice;
@@ -451,8 +551,7 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
         case Kind::contract: {
           const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
           if (s.atom.ok) {
-            launch_mma<Tin, Tout, false>(s, args, wide_loads(s, {a.data(), b.data(), out.data()}));
-            mark();
+            launch_mma<Tin, Tout, false>(s, args, ws.as<float>(), mark);
             break;
           }
           KGATE_LAUNCH((cv::conv_contract<Tin, Tout>), conv_config(s.main_grid[0], s.main_grid[1]), args);
@@ -462,8 +561,7 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
         case Kind::scatter: {
           const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
           if (s.atom.ok) {
-            launch_mma<Tin, Tout, true>(s, args, wide_loads(s, {a.data(), b.data(), out.data()}));
-            mark();
+            launch_mma<Tin, Tout, true>(s, args, ws.as<float>(), mark);
             break;
           }
           const auto cfg = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
@@ -486,7 +584,12 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
             cfg.grid.x = static_cast<unsigned>(wgrad_tiles_x(s.g, wa.halo));
             with_mma_atom<Tin>([&](auto atom) { KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin>), cfg, wa); });
           } else {
-            KGATE_LAUNCH((cv::conv_wgrad<Tin>), conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]), wa);
+            const auto cfg = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
+            wa.rgroups = s.rgroups;
+            wa.splits = s.splits;
+            wa.quad_large = s.g.clg % cv::kTN == 0 && reinterpret_cast<std::uintptr_t>(b.data()) % (sizeof(Tin) * cv::kTN) == 0;
+            if (wa.quad_large) KGATE_LAUNCH((cv::conv_wgrad<Tin, true>), cfg, wa);
+            else KGATE_LAUNCH((cv::conv_wgrad<Tin, false>), cfg, wa);
           }
           mark();
           launch_tree<Tout>({part, s.dw_numel, s.splits, out.data(), cv::tree_runs(s.dw_numel)});
@@ -494,8 +597,8 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
           if (s.dp.db) {
             float* dpart = part + s.splits * s.dw_numel;
             const void* dy = s.dp.dy_is_small ? a.data() : b.data();
-            const cv::ColsumArgs ca{dy, s.db_rows, p.cout, s.db_slice, dpart};
-            KGATE_LAUNCH((cv::conv_colsum<Tin>), conv_config(cv::ceil_div(p.cout, cv::kThreads), s.db_splits), ca);
+            const cv::ColsumArgs ca{dy, s.db_rows, p.cout, s.db_slice, s.db_splits, dpart};
+            KGATE_LAUNCH((cv::conv_colsum<Tin>), conv_config(cv::colsum_workgroups(p.cout, s.db_splits)), ca);
             mark();
             launch_tree<Tout>({dpart, p.cout, s.db_splits, dbias->data(), cv::tree_runs(p.cout)});
             mark();

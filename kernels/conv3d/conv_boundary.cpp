@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "kernels/conv3d/conv3d.hpp"
+#include "kernels/conv3d/conv_kernels.hpp"
 #include "kernels/driver.hpp"
 #include "reference/descriptor.hpp"
 
@@ -240,6 +241,7 @@ void mma_cases(Gen& g) {
   };
   // Probed with rows to spare (the plan also asks the GEMM rows to fill a
   // block tile); the smallest row count is found after the channels.
+  bool split_done = false;
   for (const auto& t : g.pairs) {
     std::int64_t kmin = 0, nmin = 0;
     for (std::int64_t c = 1; c <= 256 && !kmin; ++c)
@@ -319,6 +321,36 @@ void mma_cases(Gen& g) {
       g.add(q, "matrix cores " + pn + ": W taps 2 apart over W 128 (" + halo_name(conv_plan(q)) + "), stride " +
                    std::to_string(q.stride[0]) + " along D, groups 2");
     }
+    if (!split_done) {
+      // The split of K by taps (one pair per operator-direction: the long
+      // K is what makes them slow to emulate): one block tile over 27 taps
+      // of 320 K channels, 270 block steps in runs of 7 taps (the last 6),
+      // and of 256 channels, 216 steps in three even runs; the first with
+      // a bias (added by the tree) and two column tiles, the second ragged.
+      split_done = true;
+      for (const std::int64_t kc : {std::int64_t{320}, std::int64_t{256}}) {
+        ConvProblem p = make_nk(kc == 320 ? tn + 8 : tn, kc, 1, {4, 4, 8}, 1);
+        g.types(p, t);
+        p.kernel = {3, 3, 3};
+        p.pad_front = p.pad_back = {1, 1, 1};
+        p.bias = kc == 320 && g.has_bias();
+        const Plan sp = conv_plan(p);
+        g.add(p, "matrix cores " + pn + ": K split by taps (" + std::to_string(param(sp, "splits", 1)) + " runs of " +
+                     std::to_string(param(sp, "tap_split")) + " taps)" + (p.bias ? ", bias" : ""));
+      }
+    }
+  }
+  // Few output channels over whole 16-byte source runs (the 1x1x1 head's 6
+  // over 64) on matrix cores, and the source channels one run short of a
+  // block step (portable).
+  if (g.fam == Family::contract) {
+    for (const std::int64_t kc : {std::int64_t{cv::kMmaBK}, std::int64_t{cv::kMmaBK - cv::kMmaVec}}) {
+      ConvProblem p = g.make(6, kc, 1, {2, 8, 8});
+      g.types(p, {DType::bf16, DType::bf16});
+      p.bias = true;
+      g.add(p, std::string(kc >= cv::kMmaBK ? "matrix cores" : "portable") + ": 6 output channels over " +
+                   std::to_string(kc) + " source channels (whole 16-byte runs), bias");
+    }
   }
 }
 
@@ -384,39 +416,49 @@ void scatter_cases(Gen& g) {
 // of dw and of db, ragged last slices, slices crossing samples and axes, dw
 // and db wider than one workgroup of the tree.
 void wgrad_cases(Gen& g) {
-  // A wgrad problem with `rows` small-side positions in one sample.
-  auto with_rows = [&](std::int64_t rows) {
+  // A wgrad problem with `rows` small-side positions in one sample (and a
+  // bias where the split count searched for is db's).
+  auto with_rows = [&](std::int64_t rows, bool bias = false) {
     ConvProblem p = g.make(1, 1, 1, {1, 1, rows});
+    p.bias = bias;
     return p;
   };
   auto splits_of = [&](const ConvProblem& p, const char* key) { return param(conv_plan(p), key, 1); };
-  // The smallest rows whose split count reaches `want` (binary search: the
-  // split count grows with the rows).
+  // The smallest rows whose split count `key` reaches `want` (binary
+  // search: the split counts grow with the rows).
   const std::int64_t hi = std::int64_t{1} << 22;
-  auto rows_for = [&](std::int64_t want) {
+  auto rows_for = [&](std::int64_t want, const char* key) {
+    const bool db = std::string(key) == "db_splits";
     std::int64_t lo = 1, h = hi;
-    if (splits_of(with_rows(h), "splits") < want) return std::int64_t{0};
+    if (splits_of(with_rows(h, db), key) < want) return std::int64_t{0};
     while (lo < h) {
       const std::int64_t mid = (lo + h) / 2;
-      if (splits_of(with_rows(mid), "splits") >= want) h = mid;
+      if (splits_of(with_rows(mid, db), key) >= want) h = mid;
       else lo = mid + 1;
     }
     return lo;
   };
-  const std::int64_t most = splits_of(with_rows(hi), "splits");
-  std::set<std::int64_t> counts{2, 3, most};
-  for (std::int64_t want : counts) {
-    const std::int64_t r = rows_for(want);
-    if (!r) continue;
-    for (std::int64_t rows : {r - 1, r, r + 1}) {
-      ConvProblem p = with_rows(rows);
-      g.types(p, g.next_pair());
-      p.bias = g.variant % 2 == 0;
-      const Plan pl = conv_plan(p);
-      const std::int64_t s = param(pl, "splits"), slice = param(pl, "slice");
-      g.add(p, "splits=" + std::to_string(s) + " (rows " + std::to_string(rows) + ", slice " + std::to_string(slice) +
-                   (rows % s ? ", last slice ragged" : ", slices even") + ")" +
-                   (p.bias ? ", db_splits=" + std::to_string(param(pl, "db_splits")) : ""));
+  // dw's split counts (with a bias on every other problem), then db's
+  // (dbias has its own, shorter slices where the columns are few).
+  for (const char* key : {"splits", "db_splits"}) {
+    const bool db = std::string(key) == "db_splits";
+    const std::int64_t most = splits_of(with_rows(hi, db), key);
+    std::set<std::int64_t> counts{2, 3, most};
+    for (std::int64_t want : counts) {
+      const std::int64_t r = rows_for(want, key);
+      if (!r) continue;
+      for (std::int64_t rows : {r - 1, r, r + 1}) {
+        ConvProblem p = with_rows(rows);
+        g.types(p, g.next_pair());
+        p.bias = db || g.variant % 2 == 0;
+        const Plan pl = conv_plan(p);
+        const std::int64_t s = param(pl, "splits"), slice = param(pl, "slice");
+        g.add(p, "splits=" + std::to_string(s) + " (rows " + std::to_string(rows) + ", slice " + std::to_string(slice) +
+                     (rows % s ? ", last slice ragged" : ", slices even") + ")" +
+                     (p.bias ? ", db_splits=" + std::to_string(param(pl, "db_splits")) + " (slice " +
+                                   std::to_string(param(pl, "db_slice")) + ")"
+                             : ""));
+      }
     }
   }
   {

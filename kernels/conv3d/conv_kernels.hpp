@@ -121,7 +121,19 @@ struct GemmArgs {
   const void* bias;  // [output channels] or null
   void* out;
   int bn;            // portable kernels: work-items along N (a power of two dividing kThreads)
-  bool wide = false; // conv_mma: 16-byte loads and stores (channel counts multiples of 8, 16-byte aligned tensors)
+  // conv_mma's 16-byte accesses (channel runs of multiples of 8 in 16-byte
+  // aligned tensors): `wide` for the loads (contract: runs of clg channels
+  // in the source and the weight rows; scatter: csg in the source, clg in
+  // the weight rows), `wide_out` for the epilogue's stores (runs of the
+  // output's channels per group).
+  bool wide = false;
+  bool wide_out = false;
+  // conv_mma's split of K by taps (mma_tap_split): split k of grid z (z =
+  // phase * splits + k) runs the taps [k*tap_split, (k+1)*tap_split) of
+  // its phase and writes its fp32 sums, without the bias, to ws[k][output
+  // element]; conv_tree adds the splits, then the bias. 0: no split.
+  std::int32_t tap_split = 0, splits = 1;
+  float* ws = nullptr;
 };
 
 struct WgradArgs {
@@ -139,11 +151,20 @@ struct WgradArgs {
   // conv_wgrad_mma's W-halo tile (wgrad_halo_seg; the plan's grid and
   // slices are the halo tile's): set with `wide` only.
   bool halo = false;
+  // The portable kernel: a work-item's kTN large channels in one load
+  // (clg a multiple of kTN, the large tensor aligned to kTN elements).
+  bool quad_large = false;
+  // The portable kernel: row groups (of kTM small channels) per split, a
+  // power of two dividing kThreads / bn; the workgroup's other row groups
+  // take the next splits (grid z * (bm / rgroups) + row group / rgroups),
+  // those past `splits` none. 0: every row group, one split per workgroup.
+  int rgroups = 0;
+  std::int64_t splits = 0;
 };
 
 struct ColsumArgs {
   const void* x;       // [rows][cols]
-  std::int64_t rows, cols, slice;
+  std::int64_t rows, cols, slice, splits;
   float* ws;           // [splits][cols]
 };
 
@@ -152,6 +173,10 @@ struct TreeArgs {
   std::int64_t numel, splits;
   void* out;
   int runs = 1;  // runs of kThreads elements per workgroup (tree_runs)
+  // conv_mma's split of K: the bias (Tb) of element e's channel e % channels,
+  // added to the sum before it is rounded (as conv_mma's epilogue does).
+  const void* bias = nullptr;
+  std::int64_t channels = 1;
 };
 
 KGATE_HD constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -737,8 +762,9 @@ KGATE_KERNEL_BOUNDS(conv_mma, (MmaTile<Atom, kMmaWide>::kThreads), GemmArgs a) {
   // channels per group.
   std::int32_t ph[3] = {0, 0, 0}, ext[3], src[3], mul[3];
   std::int64_t kdim, ndim, cstride;
+  const std::int32_t ks = static_cast<std::int32_t>(rt::block_idx().z) % a.splits;  // the split of K (tap_split)
   if constexpr (kScatter) {
-    phase_of(g, static_cast<std::int32_t>(rt::block_idx().z), ph, ext);
+    phase_of(g, static_cast<std::int32_t>(rt::block_idx().z) / a.splits, ph, ext);
 KGATE_UNROLL
     for (int x = 0; x < 3; ++x) src[x] = g.S[x], mul[x] = 1;
     kdim = g.csg, ndim = g.clg, cstride = g.cs;
@@ -803,12 +829,16 @@ KGATE_UNROLL
     wb[s] = kScatter ? (grp * g.csg + l / kBRow) * g.taps * g.clg + c0 + (l % kBRow) * kMmaVec
                      : (grp * g.csg + c0 + l / kCK) * g.taps * g.clg + (l % kCK) * kMmaVec;
   }
-  const std::int64_t kblocks = ceil_div(kdim, kMmaBK), nblk = ntaps * kblocks;
+  // This split's taps [e_begin, e_end) (all of them without a split).
+  const std::int64_t e_begin = a.tap_split > 0 ? std::int64_t{ks} * a.tap_split : 0;
+  const std::int64_t e_end = a.tap_split > 0 && e_begin + a.tap_split < ntaps ? e_begin + a.tap_split : ntaps;
+  const std::int64_t kblocks = ceil_div(kdim, kMmaBK), nblk = e_end > e_begin ? (e_end - e_begin) * kblocks : 0;
   // The block step the next fetch loads, advanced without a division: tap
   // number e (contract: its kernel coordinates kk), its weight tap, source
   // offsets and the source element delta of those offsets, and channels
   // q0 .. q0 + kMmaBK.
-  std::int32_t e = 0, q0 = 0, kk[3] = {0, 0, 0}, off[3] = {0, 0, 0};
+  std::int32_t e = static_cast<std::int32_t>(e_begin), q0 = 0, off[3] = {0, 0, 0};
+  std::int32_t kk[3] = {e / (g.K[1] * g.K[2]), (e / g.K[2]) % g.K[1], e % g.K[2]};  // contract: tap e's coordinates
   std::int64_t tap = 0, tdelta = 0;
   auto enter_tap = [&] {
     if constexpr (kScatter) {
@@ -833,7 +863,7 @@ KGATE_UNROLL
         if (++kk[1] == g.K[1]) kk[1] = 0, ++kk[0];
       }
     }
-    if (e < ntaps) enter_tap();
+    if (e < e_end) enter_tap();
   };
   P pa[kAPass], pb[kBLoads];
   // Whether this work-item's A row s has channel q and, at the current tap,
@@ -897,6 +927,21 @@ KGATE_UNROLL
                                                            ceil_div(kdim - qs, Atom::K), acc);
     qs = qs + kMmaBK < kdim ? qs + kMmaBK : 0;
   };
+  // A split's partial sums (tap_split): fp32, no bias, at the output
+  // element's place in ws[ks].
+  auto store_partial = [&] {
+    const std::int64_t numel = kScatter ? std::int64_t{g.n} * g.l_pos * g.cl : std::int64_t{g.n} * g.s_pos * g.cs;
+    float* O = a.ws + std::int64_t{ks} * numel;
+KGATE_UNROLL
+    for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+      for (int v = 0; v < TT::AN; ++v)
+        mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
+          const std::int64_t row = orow[wm * TT::WTM + u * Atom::M + i], c = c0 + wn * TT::WTN + v * Atom::N + j;
+          if (row < 0 || c >= ndim) return;
+          O[row + grp * ndim + c] = y;
+        });
+  };
   auto store_c = [&] {
     Tout* O = static_cast<Tout*>(a.out);
     const Tin* B = static_cast<const Tin*>(a.bias);
@@ -910,8 +955,8 @@ KGATE_UNROLL
           put_output<Tin, Tout>(O, B, row, grp * ndim + c, y);
         });
   };
-  // The epilogue through LDS (sm_90 stages; `wide`: channel runs of 8 and a
-  // 16-byte aligned output): the accumulators go to the stages as fp32 [row][column]
+  // The epilogue through LDS (sm_90 stages; `wide_out`: channel runs of 8
+  // and a 16-byte aligned output): the accumulators go to the stages as fp32 [row][column]
   // (they are free once every wave has passed the barrier after its last
   // block step), then each work-item writes runs of kV output channels of
   // a row with one 16-byte store, bias added (with_bias) and rounded once as
@@ -937,7 +982,7 @@ KGATE_UNROLL
     for (int l = t; l < kMmaBM * kRuns; l += kMmaThreads) {
       const int r = l / kRuns, cc = (l % kRuns) * kV;
       const std::int64_t row = orow[r], c = c0 + cc;
-      if (row < 0 || c >= ndim) continue;  // ndim is a multiple of 8 (wide): a run is whole or absent
+      if (row < 0 || c >= ndim) continue;  // ndim is a multiple of 8 (wide_out): a run is whole or absent
       float y[kV];
 KGATE_UNROLL
       for (int h = 0; h < kV / 4; ++h) {
@@ -950,9 +995,24 @@ KGATE_UNROLL
       store_f32<Tout, kV>(O + row + grp * ndim + c, y);  // from_f32 per element, as put_output
     }
   };
+  // The staged epilogue where the stages are sm_90's (their LDS holds the
+  // fp32 tile) and the output's runs allow it.
+  auto store_out = [&] {
+    if (a.ws) {
+      store_partial();
+      return;
+    }
+    if constexpr (kStages > 2) {
+      if (a.wide_out) {
+        store_c_staged();
+        return;
+      }
+    }
+    store_c();
+  };
   if (nblk > 0) enter_tap();
   if constexpr (kStages > 2) {
-    if (const int kwt = halo_taps(g, kScatter); a.wide && kwt > 0) {
+    if (const int kwt = halo_taps(g, kScatter); a.wide && a.tap_split == 0 && kwt > 0) {
       // The W-halo block step (halo_taps), kStages stages of kHaloStage:
       // staged rows [segment][seg + (KW-1)*dil] of kHaloBK channels, then
       // KW B tiles. A work-item copies pack hc of staged rows t/kHP +
@@ -1065,7 +1125,7 @@ KGATE_UNROLL
         }
       };
       async_stage_loop<kStages>(std::int64_t{g.K[0]} * g.K[1] * ceil_div(kdim, kHaloBK), issue, step);
-      store_c_staged();
+      store_out();
       return;
     }
     if (a.wide) {
@@ -1100,7 +1160,7 @@ KGATE_UNROLL
       };
       async_stage_loop<kStages>(nblk, issue,
                                 [&](std::int64_t, int st) { run_step(st, std::bool_constant<kScatter>{}); });
-      store_c_staged();
+      store_out();
       return;
     }
   }
@@ -1121,7 +1181,7 @@ KGATE_UNROLL
       rt::barrier();
     }
   }
-  store_c();
+  store_out();
 }
 
 // ---------------------------------------------------------------------------
@@ -1551,19 +1611,21 @@ KGATE_UNROLL
 // wgrad: one slice of K per grid z; partials to the workspace.
 inline constexpr int kWgradRows = 4;  // rows of K whose loads conv_wgrad issues together
 
-template <class Tin>
+// kQuad: a work-item's kTN large channels as one load (clg a multiple of
+// kTN, the large tensor aligned to kTN elements: WgradArgs::quad_large).
+template <class Tin, bool kQuad = false>
 KGATE_KERNEL_BOUNDS(conv_wgrad, kThreads, WgradArgs a) {
   const Geom& g = a.g;
   const int t = static_cast<int>(rt::thread_idx().x);
-  const int bm = kThreads / a.bn;
+  const int bm = kThreads / a.bn, rg = a.rgroups > 0 ? a.rgroups : bm, tr = t / a.bn;
   const std::int64_t col_tiles = ceil_div(g.clg, static_cast<std::int64_t>(kTN) * a.bn);
-  const std::int64_t row_tiles = ceil_div(g.csg, static_cast<std::int64_t>(kTM) * bm);
+  const std::int64_t row_tiles = ceil_div(g.csg, static_cast<std::int64_t>(kTM) * rg);
   const std::int64_t tap = rt::block_idx().x / col_tiles;
   const std::int64_t l0 = (rt::block_idx().x % col_tiles) * kTN * a.bn + (t % a.bn) * kTN;
   const std::int64_t grp = rt::block_idx().y / row_tiles;
-  const std::int64_t c0 = (rt::block_idx().y % row_tiles) * kTM * bm + (t / a.bn) * kTM;
-  if (c0 >= g.csg || l0 >= g.clg) return;
-  const std::int64_t split = rt::block_idx().z;
+  const std::int64_t c0 = (rt::block_idx().y % row_tiles) * kTM * rg + (tr % rg) * kTM;
+  const std::int64_t split = static_cast<std::int64_t>(rt::block_idx().z) * (bm / rg) + tr / rg;
+  if (c0 >= g.csg || l0 >= g.clg || (a.rgroups > 0 && split >= a.splits)) return;
   const std::int64_t K = g.n * g.s_pos;
   const std::int64_t r_begin = split * a.slice;
   const std::int64_t r_end = r_begin + a.slice < K ? r_begin + a.slice : K;
@@ -1598,8 +1660,15 @@ KGATE_UNROLL
       const Tin* lp = Lg + (ok[k] ? (((bn * g.L[0] + j0) * g.L[1] + j1) * g.L[2] + j2) * g.cl + grp * g.clg + l0 : 0);
 KGATE_UNROLL
       for (int u = 0; u < kTM; ++u) x[k][u] = ok[k] ? to_f32(sp[cu[u]]) : 0.0f;
+      if constexpr (kQuad) {
+        float q[kTN];
+        load_f32<Tin, kTN>(lp, q);
 KGATE_UNROLL
-      for (int v = 0; v < kTN; ++v) y[k][v] = ok[k] ? to_f32(lp[lv[v]]) : 0.0f;
+        for (int v = 0; v < kTN; ++v) y[k][v] = ok[k] ? q[v] : 0.0f;
+      } else {
+KGATE_UNROLL
+        for (int v = 0; v < kTN; ++v) y[k][v] = ok[k] ? to_f32(lp[lv[v]]) : 0.0f;
+      }
       if (++i2 == g.S[2]) {
         i2 = 0;
         if (++i1 == g.S[1]) {
@@ -1634,18 +1703,31 @@ KGATE_UNROLL
 }
 
 // ---------------------------------------------------------------------------
-// Column sums of a [rows][cols] tensor (dbias), one slice of rows per grid y.
+// Column sums of a [rows][cols] tensor (dbias): work-item w of the grid
+// sums column w % cols over slice w / cols, the rows in order (so a layer
+// of few columns, the head's 6, still has a work-item per column and
+// slice, not a workgroup mostly idle), with the loads of kColsumRows rows
+// issued before their sums.
+inline constexpr int kColsumRows = 8;
+inline std::int64_t colsum_workgroups(std::int64_t cols, std::int64_t splits) { return ceil_div(cols * splits, kThreads); }
 
 template <class Tin>
 KGATE_KERNEL_BOUNDS(conv_colsum, kThreads, ColsumArgs a) {
-  const std::int64_t c = static_cast<std::int64_t>(rt::block_idx().x) * kThreads + rt::thread_idx().x;
-  if (c >= a.cols) return;
-  const std::int64_t split = rt::block_idx().y;
+  const std::int64_t w = static_cast<std::int64_t>(rt::block_idx().x) * kThreads + rt::thread_idx().x;
+  const std::int64_t c = w % a.cols, split = w / a.cols;
+  if (split >= a.splits) return;
   const std::int64_t r_begin = split * a.slice;
   const std::int64_t r_end = r_begin + a.slice < a.rows ? r_begin + a.slice : a.rows;
-  const Tin* x = static_cast<const Tin*>(a.x);
+  const Tin* x = static_cast<const Tin*>(a.x) + c;
   float acc = 0.0f;
-  for (std::int64_t r = r_begin; r < r_end; ++r) acc = acc + to_f32(x[r * a.cols + c]);
+  for (std::int64_t r = r_begin; r < r_end; r += kColsumRows) {
+    float v[kColsumRows];
+KGATE_UNROLL
+    for (int k = 0; k < kColsumRows; ++k) v[k] = r + k < r_end ? to_f32(x[(r + k) * a.cols]) : 0.0f;
+KGATE_UNROLL
+    for (int k = 0; k < kColsumRows; ++k)
+      if (r + k < r_end) acc = acc + v[k];
+  }
   a.ws[split * a.cols + c] = acc;
 }
 
@@ -1671,7 +1753,14 @@ inline std::int64_t tree_workgroups(std::int64_t numel) {
   return ceil_div(numel, std::int64_t{kThreads} * tree_runs(numel));
 }
 
-template <class Tout>
+// The combined sum of element e (at p[0]), the bias added, rounded once.
+template <class Tout, class Tb>
+KGATE_DEVICE void put_tree(const TreeArgs& a, std::int64_t e, float y) {
+  if (a.bias) y = with_bias(static_cast<const Tb*>(a.bias), e % a.channels, y);
+  static_cast<Tout*>(a.out)[e] = from_f32<Tout>(y);
+}
+
+template <class Tout, class Tb = Tout>
 KGATE_KERNEL_BOUNDS(conv_tree, kThreads, TreeArgs a) {
   const std::int64_t e0 = static_cast<std::int64_t>(rt::block_idx().x) * kThreads * a.runs + rt::thread_idx().x;
   for (int run = 0; run < a.runs; ++run) {
@@ -1683,7 +1772,7 @@ KGATE_KERNEL_BOUNDS(conv_tree, kThreads, TreeArgs a) {
         const float l = p[s * a.numel], r = p[(s + w) * a.numel];
         p[s * a.numel] = l + r;
       }
-    static_cast<Tout*>(a.out)[e] = from_f32<Tout>(p[0]);
+    put_tree<Tout, Tb>(a, e, p[0]);
   }
 }
 
@@ -1699,7 +1788,7 @@ inline bool tree_by_split(std::int64_t numel, std::int64_t splits) {
   return splits >= kTreeSplitMinSplits && numel <= kTreeSplitMaxNumel;
 }
 
-template <class Tout>
+template <class Tout, class Tb = Tout>
 KGATE_KERNEL_BOUNDS(conv_tree_split, kThreads, TreeArgs a) {
   const std::int64_t e = rt::block_idx().x;
   const std::int64_t t = rt::thread_idx().x;
@@ -1711,7 +1800,7 @@ KGATE_KERNEL_BOUNDS(conv_tree_split, kThreads, TreeArgs a) {
     }
     rt::barrier();  // level w's sums before level 2w reads them
   }
-  if (t == 0) static_cast<Tout*>(a.out)[e] = from_f32<Tout>(p[0]);
+  if (t == 0) put_tree<Tout, Tb>(a, e, p[0]);
 }
 
 }  // namespace kgate::kernels::cv

@@ -310,7 +310,7 @@ TEST(ConvKernel, BoundaryProblemsReachEveryPlanValue) {
 
     std::set<std::string> kernels_seen, pairs, mma_pairs, descriptors;
     std::set<std::int64_t> bn_ragged, bn_full, splits, db_splits, phases, one_tap;
-    bool smallest = false, odd_split = false;
+    bool smallest = false, odd_split = false, tap_split = false;
     for (const auto& b : probs) {
       SCOPED_TRACE(b.why);
       EXPECT_EQ(op_dir_name(b.problem), op);
@@ -337,12 +337,14 @@ TEST(ConvKernel, BoundaryProblemsReachEveryPlanValue) {
         phases.insert(pl.params.at("phases"));
         one_tap.insert(pl.params.at("one_tap"));
       }
+      tap_split |= pl.params.count("tap_split") > 0;
       smallest |= p.n == 1 && p.cin == 1 && p.cout == 1 && g.s_pos == 1 && g.l_pos == 1 && g.taps == 1;
     }
     EXPECT_EQ(bn_ragged, want_bn);
     EXPECT_EQ(bn_full, want_full_bn);
     EXPECT_EQ(pairs.size(), 5u);
     EXPECT_TRUE(smallest);
+    EXPECT_EQ(tap_split, !wgrad) << "conv_mma's split of K by taps";
     if (contract) {
       EXPECT_EQ(kernels_seen, (std::set<std::string>{"conv_contract", "conv_contract_mma"}));
       // Every pair with a 16-bit input has an atom.
@@ -484,6 +486,46 @@ TEST(ConvKernel, WorkspaceLimitsTheSplitCount) {
     EXPECT_GT(gr[0] * gr[2] * 2, static_cast<std::uint32_t>(kernels::cv::kMmaWgradBlocks)) << "the cap, not the workspace, binds";
     EXPECT_EQ(kernels::plan(parse_descriptor("conv3d.bwd_weight bf16 n1 c32 k16 d32 kd1")).params.at("splits"), 32);
     EXPECT_EQ(kernels::plan(parse_descriptor("conv3d.bwd_weight bf16 n1 c32 k16 d32 kd1")).steps.front().kernel, "conv_wgrad_mma");
+  }
+}
+
+// conv_mma's split of K by taps: the deepest layers (8^3 positions, 32-64
+// block tiles) split their 27 taps into runs on both targets, the runs
+// covering the taps with the last one shortest; the reduction names the
+// runs' chains and the tree, the workspace holds a partial per split and
+// the tree (which adds the bias) follows; layers of many tiles, short K or a
+// W-halo plan keep one chain.
+TEST(ConvKernel, TapSplitRule) {
+  for (rt::Target tg : {rt::Target::gfx942, rt::Target::sm90}) {
+    SCOPED_TRACE(static_cast<int>(tg));
+    rt::host::ScopedConfig cfg(rt::host::config_for(tg, rt::host::config()));
+    const auto at = [](const char* d) { return kernels::plan(parse_descriptor(d)); };
+    const kernels::Plan fwd = at("conv3d.fwd bf16 n1 c1024 k1024 d8 kd3 p1");
+    EXPECT_EQ(fwd.params.at("tap_split"), 7);
+    EXPECT_EQ(fwd.params.at("splits"), 4);  // 7 + 7 + 7 + 6 taps
+    EXPECT_EQ(fwd.steps.front().grid[2], 4u);
+    ASSERT_EQ(fwd.steps.size(), 2u);
+    EXPECT_EQ(fwd.steps.back().kernel, "conv_tree");
+    EXPECT_EQ(fwd.workspace_bytes, 4u * 512u * 1024u * 4u);
+    const ReductionPlan& r = fwd.reduction.at("y");
+    EXPECT_EQ(r.splits, 4);
+    EXPECT_EQ(r.combine, PartialCombine::tree);
+    EXPECT_EQ(r.length, 7 * 1024);
+    // Backward-data (scatter family, one phase): 32 tiles, runs of 4 taps.
+    const kernels::Plan bd = at("conv3d.bwd_data bf16 n1 c512 k1024 d8 kd3 p1");
+    EXPECT_EQ(bd.params.at("tap_split"), 4);
+    EXPECT_EQ(bd.params.at("splits"), 7);
+    EXPECT_EQ(bd.reduction.at("dx").length, 4 * 1024);
+    // Many tiles, a short K, or the W-halo step: no split.
+    for (const char* d : {"conv3d.fwd bf16 n1 c64 k64 d64 kd3 p1", "conv3d.fwd bf16 n1 c64 k64 d8 kd3 p1",
+                          "conv3d.bwd_data bf16 n1 c1024 k1024 d16 kd3 p1"}) {
+      const kernels::Plan pl = at(d);
+      EXPECT_EQ(pl.params.count("tap_split"), 0u) << d;
+      EXPECT_EQ(pl.steps.size(), 1u) << d;
+      EXPECT_EQ(pl.reduction.begin()->second.splits, 1) << d;
+    }
+    const kernels::Plan halo = at("conv3d.fwd bf16 n1 c1024 k1024 d1 h1 w128 kd3 p1");
+    EXPECT_EQ(halo.params.count("tap_split"), tg == rt::Target::sm90 ? 0u : 1u);
   }
 }
 

@@ -76,8 +76,10 @@ TEST(ConvLarge, BackwardWeightReadsPastTwoToTheThirtyOne) {
   dy.upload(dyh);
   const std::int64_t splits = plan.params.at("splits");
   rt::DeviceBuffer<float> ws(static_cast<std::size_t>(splits)), dw(1);
-  const cv::WgradArgs wa{kernels::conv_device_geom(cp), dy.data(), big.x.data(), ws.data(),
-                         static_cast<int>(plan.params.at("bn")), plan.params.at("slice")};
+  cv::WgradArgs wa{kernels::conv_device_geom(cp), dy.data(), big.x.data(), ws.data(),
+                   static_cast<int>(plan.params.at("bn")), plan.params.at("slice")};
+  wa.rgroups = static_cast<int>(plan.params.at("rgroups"));
+  wa.splits = splits;
   KGATE_LAUNCH((cv::conv_wgrad<kgate::bf16>), launch_of(plan.steps.at(0)), wa);
   const cv::TreeArgs ta{ws.data(), 1, splits, dw.data()};
   ASSERT_EQ(plan.steps.at(1).kernel, "conv_tree_split");  // one element over many splits
