@@ -46,7 +46,10 @@
 // (stride 1, 2, 4, ... ; depth ceil(log2 splits)), or conv_tree_split the
 // same tree with one workgroup per element where few elements meet many
 // splits; dbias is the same with conv_colsum's column sums of dy. No atomics; splits and slices are
-// functions of the problem alone (kernels/conv3d/conv3d.cpp).
+// functions of the problem alone (kernels/conv3d/conv3d.cpp). conv_mma
+// splits K the same way where a layer has few block tiles and a long K
+// (GemmArgs::tap_split: runs of whole taps, each split's fp32 partial to
+// the workspace, conv_tree adding the splits and then the bias).
 //
 // Matrix cores (conv_mma<Atom, Tin, Tout, kScatter>): the contract family,
 // and the scatter family per stride phase, for bf16 and fp16 inputs run on
