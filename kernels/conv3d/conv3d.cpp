@@ -63,7 +63,8 @@ constexpr std::int64_t kMmaMinK = 3, kMmaMinN = 16;
 // Backward-weight runs on matrix cores (conv_wgrad_mma) for bf16 / fp16
 // when the small channels per group fill a quarter of the block tile's N,
 // the taps x large channels a quarter of its M and the rows one block step
-// (each tap's large channels padded to whole 8-channel packs on the M side).
+// (each tap's large channels padded to whole packs on the M side:
+// cv::wgrad_apack).
 constexpr std::int64_t kMmaMinWgradM = cv::kMmaBM / 4;
 
 struct Shape {
@@ -115,9 +116,6 @@ AtomInfo atom_for(DType src) {
 bool wide_runs(std::initializer_list<std::int64_t> channels, std::initializer_list<const void*> tensors);
 bool wide_loads(const Shape& s, std::initializer_list<const void*> tensors);
 
-// conv_wgrad_mma's grid x: tap-major block tiles of kMmaBM GEMM rows (each
-// tap's large channels padded to whole packs), or the W-halo tile's (kd,
-// kh) pairs x large-channel blocks.
 // Whether conv_mma's plan takes the W-halo step (cv::halo_taps: sm_90's
 // asynchronous copies with 16-byte runs; the driver's tensors are 16-byte
 // aligned).
@@ -152,9 +150,13 @@ void mma_tap_split(Shape& s) {
   s.main_grid[2] *= s.ksplits;
 }
 
+// conv_wgrad_mma's grid x: tap-major block tiles of kMmaBM GEMM rows (each
+// tap's large channels padded to whole packs: cv::wgrad_apack), or the
+// W-halo tile's (kd, kh) pairs x large-channel blocks.
 std::int64_t wgrad_tiles_x(const cv::Geom& g, bool halo) {
   if (halo) return std::int64_t{g.K[0]} * g.K[1] * (g.clg / cv::kWgradHaloCB);
-  return cv::ceil_div(g.taps * cv::ceil_div(g.clg, cv::kMmaVec) * cv::kMmaVec, cv::kMmaBM);
+  const int av = cv::wgrad_apack(g.clg);
+  return cv::ceil_div(g.taps * cv::ceil_div(g.clg, av) * av, cv::kMmaBM);
 }
 
 Shape shape_of(const ConvProblem& p) {
@@ -582,7 +584,10 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
             // that path takes as they come; its grid is then not the plan's.
             rt::LaunchConfig cfg = mma_config(s);
             cfg.grid.x = static_cast<unsigned>(wgrad_tiles_x(s.g, wa.halo));
-            with_mma_atom<Tin>([&](auto atom) { KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin>), cfg, wa); });
+            with_mma_atom<Tin>([&](auto atom) {
+              if (cv::wgrad_apack(s.g.clg) == cv::kMmaVec) KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin>), cfg, wa);
+              else KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin, 4>), cfg, wa);
+            });
           } else {
             const auto cfg = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
             wa.rgroups = s.rgroups;

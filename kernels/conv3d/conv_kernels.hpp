@@ -646,15 +646,22 @@ KGATE_UNROLL
 // stored (any value is right there): element i is p[min(i, n - 1)] (n >= 1),
 // an index clamp rather than a compare per element, whose condition masks
 // would stay live across the caller's loop on gfx942 (scalar registers).
-template <class Tin>
-KGATE_DEVICE Pack<Tin, kMmaVec> load_pack_clamped(const Tin* p, std::int64_t n, bool wide) {
-  if (wide) return rt::load_wide(reinterpret_cast<const Pack<Tin, kMmaVec>*>(p));
-  const std::int32_t last = static_cast<std::int32_t>(n < kMmaVec ? n : kMmaVec) - 1;
-  Pack<Tin, kMmaVec> v;
+template <class Tin, int V = kMmaVec>
+KGATE_DEVICE Pack<Tin, V> load_pack_clamped(const Tin* p, std::int64_t n, bool wide) {
+  if (wide) return rt::load_wide(reinterpret_cast<const Pack<Tin, V>*>(p));
+  const std::int32_t last = static_cast<std::int32_t>(n < V ? n : V) - 1;
+  Pack<Tin, V> v;
 KGATE_UNROLL
-  for (int i = 0; i < kMmaVec; ++i) v.v[i] = p[i < last ? i : last];
+  for (int i = 0; i < V; ++i) v.v[i] = p[i < last ? i : last];
   return v;
 }
+
+// conv_wgrad_mma's M side: each tap's large channels padded to whole packs
+// of this many (a pack of M columns lies in one tap): 8, or 4 where a tap
+// has at most 4 (the RGB first layer's 3 channels: its 27 taps fill one
+// 128-column tile with packs of 4, two with packs of 8). Packs of 4 only
+// on the path through registers (their channels are never 16-byte runs).
+KGATE_HD constexpr int wgrad_apack(std::int64_t clg) { return clg <= 4 ? 4 : kMmaVec; }
 
 template <class T>
 KGATE_DEVICE std::uint16_t bits_of(T v) { return v.bits; }
@@ -1199,8 +1206,9 @@ KGATE_UNROLL
 // three stages deep and read them with the K-major fragment loads; gfx942
 // atoms (and element loads) go through registers and the stash transposes
 // them into the [row][k] layout. The M side counts each tap's large
-// channels padded to whole packs of 8 (clgp), so that a pack of 8 m
-// columns lies in one tap (one load of up to 8 channels; where clg is not
+// channels padded to whole packs of 8 (clgp; 4 where a tap has at most 4:
+// wgrad_apack), so that a pack of m columns lies in one tap (one load of
+// up to 8 channels; where clg is not
 // a multiple of 8, element loads, the padding columns holding copies of the
 // tap's last channel: their sums are never stored). Rows past the slice and
 // taps that fall into the padding load as +0. Each output is one chain over
@@ -1357,12 +1365,14 @@ KGATE_UNROLL
       });
 }
 
-template <class Atom, class Tin>
+// kAV: the A packs' width (wgrad_apack; the asynchronous paths take 8).
+template <class Atom, class Tin, int kAV = kMmaVec>
 KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, (MmaTile<Atom, kWgradWide>::kThreads), kMmaMinBlocks, WgradArgs a) {
   using TT = MmaTile<Atom, kWgradWide>;
   constexpr int kMmaThreads = TT::kThreads;
   using P = Pack<Tin, kMmaVec>;
-  constexpr int kAPacks = kMmaBM / kMmaVec;                    // packs per A row (m)
+  using PA = Pack<Tin, kAV>;
+  constexpr int kAPacks = kMmaBM / kAV;                        // packs per A row (m)
   constexpr int kBPacks = kMmaBN / kMmaVec;                    // packs per B row (c)
   constexpr int kAPass = kMmaBK * kAPacks / kMmaThreads;       // A loads per work-item
   constexpr int kBPass = kMmaBK * kBPacks / kMmaThreads;       // B loads per work-item
@@ -1373,7 +1383,8 @@ KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, (MmaTile<Atom, kWgradWide>::kThreads), kM
   const std::int64_t mdim = g.taps * g.clg;                     // dw columns per small channel
   // Large channels per tap on the M side; the plan keeps taps x clgp below
   // 2^31 (32-bit column arithmetic).
-  const std::int32_t clgp = static_cast<std::int32_t>(ceil_div(g.clg, kMmaVec) * kMmaVec);
+  static_assert(kAV == kMmaVec || kAV == 4);
+  const std::int32_t clgp = static_cast<std::int32_t>(ceil_div(g.clg, kAV) * kAV);
   const std::int64_t col_tiles = ceil_div(g.csg, kMmaBN);
   const std::int64_t grp = rt::block_idx().y / col_tiles;
   const std::int64_t c0 = (rt::block_idx().y % col_tiles) * kMmaBN;
@@ -1385,7 +1396,7 @@ KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, (MmaTile<Atom, kWgradWide>::kThreads), kM
   constexpr int kStages = TT::kStages;
   KGATE_LDS(sA, std::uint16_t, kStages * TT::kASize);
   KGATE_LDS(sB, std::uint16_t, kStages * TT::kBSize);
-  if constexpr (kStages > 2) {
+  if constexpr (kStages > 2 && kAV == kMmaVec) {
     if (a.halo) {
       wgrad_halo_tile<Atom, Tin>(a, sA, sB, t);
       return;
@@ -1422,7 +1433,7 @@ KGATE_UNROLL
           out[(grp * g.csg + c) * mdim + std::int64_t{tap} * g.clg + ci] = y;
         });
   };
-  if constexpr (kStages > 2) {
+  if constexpr (kStages > 2 && kAV == kMmaVec) {
     if (a.wide) {
       // Asynchronous copies kStages deep (async_stage_loop): both operands
       // are staged as they arrive, K-major (A: [row of K][m] with pitch
@@ -1507,10 +1518,10 @@ KGATE_UNROLL
       return;
     }
   }
-  // This work-item's A pack: columns ma .. ma+7 (one tap: clgp is whole
-  // packs), large channels ma % clgp .. of which acount exist, and its B
-  // pack: small channels cb .. cb+7.
-  const std::int64_t ma = m0 + (t % kAPacks) * kMmaVec;
+  // This work-item's A pack: columns ma .. ma+kAV-1 (one tap: clgp is
+  // whole packs), large channels ma % clgp .. of which acount exist, and
+  // its B pack: small channels cb .. cb+7.
+  const std::int64_t ma = m0 + (t % kAPacks) * kAV;
   const bool a_live = ma < std::int64_t{g.taps} * clgp;
   std::int32_t aoff[3] = {0, 0, 0};
   if (a_live) offsets_of(ma, aoff);
@@ -1548,7 +1559,8 @@ KGATE_UNROLL
     while (c[2] >= g.S[1]) c[2] -= g.S[1], ++c[1];
     while (c[1] >= g.S[0]) c[1] -= g.S[0], ++c[0];
   };
-  P pa[kAPass], pb[kBPass];
+  PA pa[kAPass];
+  P pb[kBPass];
   // B rows advance by a pointer (kMmaBK rows of cs channels per step).
   const Tin* sp = Sm + (r_begin + rb) * g.cs;
   // The position of block step r0 (called for r_begin, then each next step).
@@ -1565,10 +1577,10 @@ KGATE_UNROLL
 KGATE_UNROLL
     for (int s = 0; s < kAPass; ++s) {
       if (s > 0) next_row(c, 1);
-      pa[s] = P{};
+      pa[s] = PA{};
       if (ra + s >= left || !a_live) continue;
       const std::int64_t at = large_at(c, aoff);
-      if (at >= 0) pa[s] = load_pack_clamped(Lg + at, acount, a.wide);  // columns past clg: padding
+      if (at >= 0) pa[s] = load_pack_clamped<Tin, kAV>(Lg + at, acount, a.wide);  // columns past clg: padding
     }
 KGATE_UNROLL
     for (int s = 0; s < kBPass; ++s)
@@ -1578,14 +1590,17 @@ KGATE_UNROLL
   // column, this work-item's consecutive rows in one store.
   auto stash = [&](int st) {
 KGATE_UNROLL
-    for (int e = 0; e < kMmaVec; ++e) {
+    for (int e = 0; e < kAV; ++e) {
       Pack<std::uint16_t, kAPass> va;
-      Pack<std::uint16_t, kBPass> vb;
 KGATE_UNROLL
       for (int s = 0; s < kAPass; ++s) va.v[s] = bits_of(pa[s].v[e]);
+      sA.store(st * TT::kASize + ((t % kAPacks) * kAV + e) * TT::LDK + ra, va);
+    }
+KGATE_UNROLL
+    for (int e = 0; e < kMmaVec; ++e) {
+      Pack<std::uint16_t, kBPass> vb;
 KGATE_UNROLL
       for (int s = 0; s < kBPass; ++s) vb.v[s] = bits_of(pb[s].v[e]);
-      sA.store(st * TT::kASize + ((t % kAPacks) * kMmaVec + e) * TT::LDK + ra, va);
       sB.store(st * TT::kBSize + ((t % kBPacks) * kMmaVec + e) * TT::LDK + rb, vb);
     }
   };
