@@ -937,33 +937,30 @@ KGATE_UNROLL
                                                            ceil_div(kdim - qs, Atom::K), acc);
     qs = qs + kMmaBK < kdim ? qs + kMmaBK : 0;
   };
+  // f(row, c, y) for every accumulator whose output exists: the element
+  // offset of its output row, its channel c of the group, its sum y.
+  auto visit_out = [&](auto&& f) {
+KGATE_UNROLL
+    for (int u = 0; u < TT::AM; ++u)
+KGATE_UNROLL
+      for (int v = 0; v < TT::AN; ++v)
+        mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
+          const std::int64_t row = orow[wm * TT::WTM + u * Atom::M + i], c = c0 + wn * TT::WTN + v * Atom::N + j;
+          if (row < 0 || c >= ndim) return;
+          f(row, c, y);
+        });
+  };
   // A split's partial sums (tap_split): fp32, no bias, at the output
   // element's place in ws[ks].
   auto store_partial = [&] {
     const std::int64_t numel = kScatter ? std::int64_t{g.n} * g.l_pos * g.cl : std::int64_t{g.n} * g.s_pos * g.cs;
     float* O = a.ws + std::int64_t{ks} * numel;
-KGATE_UNROLL
-    for (int u = 0; u < TT::AM; ++u)
-KGATE_UNROLL
-      for (int v = 0; v < TT::AN; ++v)
-        mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
-          const std::int64_t row = orow[wm * TT::WTM + u * Atom::M + i], c = c0 + wn * TT::WTN + v * Atom::N + j;
-          if (row < 0 || c >= ndim) return;
-          O[row + grp * ndim + c] = y;
-        });
+    visit_out([&](std::int64_t row, std::int64_t c, float y) { O[row + grp * ndim + c] = y; });
   };
   auto store_c = [&] {
     Tout* O = static_cast<Tout*>(a.out);
     const Tin* B = static_cast<const Tin*>(a.bias);
-KGATE_UNROLL
-    for (int u = 0; u < TT::AM; ++u)
-KGATE_UNROLL
-      for (int v = 0; v < TT::AN; ++v)
-        mma::visit_c<Atom>(acc[u][v], [&](int i, int j, float y) {
-          const std::int64_t row = orow[wm * TT::WTM + u * Atom::M + i], c = c0 + wn * TT::WTN + v * Atom::N + j;
-          if (row < 0 || c >= ndim) return;
-          put_output<Tin, Tout>(O, B, row, grp * ndim + c, y);
-        });
+    visit_out([&](std::int64_t row, std::int64_t c, float y) { put_output<Tin, Tout>(O, B, row, grp * ndim + c, y); });
   };
   // The epilogue through LDS (sm_90 stages; `wide_out`: channel runs of 8
   // and a 16-byte aligned output): the accumulators go to the stages as fp32 [row][column]

@@ -489,6 +489,30 @@ TEST(ConvKernel, WorkspaceLimitsTheSplitCount) {
   }
 }
 
+// The 1x1x1 head's backward-weight on the portable kernel: its 6 small
+// channels fill 2 of a workgroup's 4 row groups, so a workgroup runs two
+// splits (grid z = splits / 2); dbias takes shorter slices than dw, so that
+// its column sums have about 65536 work-items (one per column and slice,
+// conv_colsum's grid in workgroups of 64; 64 columns over 2^18 rows: 1024
+// slices of 256 rows), and no slice below 256 rows.
+TEST(ConvKernel, HeadBackwardWeightFillsItsWorkgroups) {
+  const kernels::Plan head = kernels::plan(parse_descriptor("conv3d.bwd_weight bf16 n1 c64 k6 d128 kd1 bias"));
+  EXPECT_EQ(head.steps.front().kernel, "conv_wgrad");
+  EXPECT_EQ(head.params.at("rgroups"), 2);
+  EXPECT_EQ(head.params.at("splits"), 2048);  // 2^21 rows in slices of 1024
+  EXPECT_EQ(head.steps.front().grid[2], 1024u);
+  EXPECT_EQ(head.params.at("db_splits"), 4096);
+  EXPECT_EQ(head.params.at("db_slice"), 512);
+  EXPECT_EQ(head.steps.at(2).kernel, "conv_colsum");
+  EXPECT_EQ(head.steps.at(2).grid[0], 6u * 4096u / kernels::cv::kThreads);
+  const kernels::Plan wide = kernels::plan(parse_descriptor("conv3d.bwd_weight bf16 n1 c64 k64 d64 kd1 bias"));
+  EXPECT_EQ(wide.params.at("db_splits"), 1024);
+  EXPECT_EQ(wide.params.at("db_slice"), 256);
+  const kernels::Plan few = kernels::plan(parse_descriptor("conv3d.bwd_weight bf16 n1 c64 k6 d8 h8 w15 kd1 bias"));
+  EXPECT_EQ(few.params.at("db_splits"), 3);  // 960 rows
+  EXPECT_EQ(few.params.at("db_slice"), 320);
+}
+
 // conv_mma's split of K by taps: the deepest layers (8^3 positions, 32-64
 // block tiles) split their 27 taps into runs on both targets, the runs
 // covering the taps with the last one shortest; the reduction names the
