@@ -1002,8 +1002,9 @@ KGATE_UNROLL
       store_f32<Tout, kV>(O + row + grp * ndim + c, y);  // from_f32 per element, as put_output
     }
   };
-  // The staged epilogue where the stages are sm_90's (their LDS holds the
-  // fp32 tile) and the output's runs allow it.
+  // The epilogue: a split's partials (tap_split); else the staged one
+  // where the stages are sm_90's (their LDS holds the fp32 tile) and the
+  // output's runs allow it; else element stores from the fragments.
   auto store_out = [&] {
     if (a.ws) {
       store_partial();
