@@ -1019,6 +1019,8 @@ KGATE_UNROLL
     store_c();
   };
   if (nblk > 0) enter_tap();
+  // One main loop, then the one epilogue (store_out, inlined once).
+  bool staged = false;  // the main loop ran through asynchronous copies
   if constexpr (kStages > 2) {
     if (const int kwt = halo_taps(g, kScatter); a.wide && a.tap_split == 0 && kwt > 0) {
       // The W-halo block step (halo_taps), kStages stages of kHaloStage:
@@ -1133,10 +1135,8 @@ KGATE_UNROLL
         }
       };
       async_stage_loop<kStages>(std::int64_t{g.K[0]} * g.K[1] * ceil_div(kdim, kHaloBK), issue, step);
-      store_out();
-      return;
-    }
-    if (a.wide) {
+      staged = true;
+    } else if (a.wide) {
       // kStages stages filled by asynchronous copies (async_stage_loop). The
       // scatter family's B rows (output channels contiguous) are staged as
       // they are, K-major, and read with the K-major fragment loads. Steps
@@ -1168,25 +1168,26 @@ KGATE_UNROLL
       };
       async_stage_loop<kStages>(nblk, issue,
                                 [&](std::int64_t, int st) { run_step(st, std::bool_constant<kScatter>{}); });
-      store_out();
-      return;
+      staged = true;
     }
   }
-  // Two LDS stages through registers, one barrier per block step: step
-  // blk+1 is loaded into registers before step blk's atoms run and stored
-  // into the other stage after them.
-  if (nblk > 0) {
-    fetch();
-    stash(0);
-  }
-  rt::barrier();
-  for (std::int64_t blk = 0; blk < nblk; ++blk) {
-    const bool more = blk + 1 < nblk;
-    if (more) fetch();
-    run_step(static_cast<int>(blk & 1), std::false_type{});
-    if (more) {
-      stash(static_cast<int>((blk + 1) & 1));
-      rt::barrier();
+  if (!staged) {
+    // Two LDS stages through registers, one barrier per block step: step
+    // blk+1 is loaded into registers before step blk's atoms run and
+    // stored into the other stage after them.
+    if (nblk > 0) {
+      fetch();
+      stash(0);
+    }
+    rt::barrier();
+    for (std::int64_t blk = 0; blk < nblk; ++blk) {
+      const bool more = blk + 1 < nblk;
+      if (more) fetch();
+      run_step(static_cast<int>(blk & 1), std::false_type{});
+      if (more) {
+        stash(static_cast<int>((blk + 1) & 1));
+        rt::barrier();
+      }
     }
   }
   store_out();
