@@ -25,6 +25,7 @@
 #include "tools/audit_cmd.hpp"
 #include "tools/bench_cmd.hpp"
 #include "tools/bitwise_cmd.hpp"
+#include "tools/digests_cmd.hpp"
 #include "tools/files.hpp"
 #include "tools/gate.hpp"
 #include "tools/options.hpp"
@@ -267,6 +268,11 @@ int main(int argc, char** argv) {
   acli.bitwise = bitwise_path;
   auto* audit = add_audit_command(app, acli);
 
+  DigestsCli dcli;
+  dcli.selection.corpus = corpus_path;
+  dcli.bitwise = bitwise_path;
+  auto* digests = add_digests_command(app, dcli);
+
   BenchCli bcli;
   bcli.selection.corpus = corpus_path;
   bcli.torch_driver = std::string(KGATE_SOURCE_DIR) + "/tools/bench_torch.py";
@@ -308,6 +314,10 @@ int main(int argc, char** argv) {
     if (*ref_cmd) return cmd_ref(descriptor, inputs_dir, impl, out);
     if (*verify) return run_verify(vopt);
     if (*audit) return run_audit_command(acli);
+    if (*digests) {
+      gate::backend_settings();  // a bad emulator setting is bad input
+      return run_digests_command(dcli);
+    }
     if (*bench) return run_bench_command(bcli);
     if (*isa_cmd) return run_isa_command(icli);
   } catch (const InputError& e) {

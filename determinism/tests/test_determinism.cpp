@@ -223,7 +223,9 @@ TEST(Determinism, FloatAtomicBackwardWeightIsCaught) {
     rt::copy_h2d(dx.data(), x.data(), static_cast<std::size_t>(x.nbytes()));
     rt::device_memset(out.data(), 0, static_cast<std::size_t>(numel) * 4);
     const std::int64_t rows = g.n * g.s_pos;
-    const kernels::cv::WgradArgs wa{g, ddy.data(), dx.data(), ws.data(), 16, (rows + splits - 1) / splits};
+    kernels::cv::WgradArgs wa{g, ddy.data(), dx.data(), ws.data(), 16, (rows + splits - 1) / splits};
+    wa.rgroups = kernels::cv::kThreads / wa.bn;  // one split per workgroup (grid z)
+    wa.splits = splits;
     rt::LaunchConfig cfg;
     cfg.grid = rt::dim3(static_cast<unsigned>(g.taps * ((g.clg + 63) / 64)), static_cast<unsigned>(g.groups),
                         static_cast<unsigned>(splits));

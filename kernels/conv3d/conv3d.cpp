@@ -116,13 +116,13 @@ AtomInfo atom_for(DType src) {
 bool wide_runs(std::initializer_list<std::int64_t> channels, std::initializer_list<const void*> tensors);
 bool wide_loads(const Shape& s, std::initializer_list<const void*> tensors);
 
-// Whether conv_mma's plan takes the W-halo step (cv::halo_taps: sm_90's
-// asynchronous copies with 16-byte runs; the driver's tensors are 16-byte
-// aligned).
-bool mma_halo(const Shape& s) {
-  return s.dp.kind != Kind::wgrad && cv::mma_stages(s.atom.target) > 2 && wide_loads(s, {}) &&
-         cv::halo_taps(s.g, s.dp.kind == Kind::scatter) > 0;
+// Whether conv_mma's plan may take the W-halo step: sm_90's asynchronous
+// copies with 16-byte runs (the driver's tensors are 16-byte aligned).
+bool mma_async(const Shape& s) {
+  return s.dp.kind != Kind::wgrad && cv::mma_stages(s.atom.target) > 2 && wide_loads(s, {});
 }
+// Whether it takes it: cv::halo_taps serves the geometry.
+bool mma_halo(const Shape& s) { return mma_async(s) && cv::halo_taps(s.g, s.dp.kind == Kind::scatter) > 0; }
 
 // conv_mma's split of K by taps, for layers of few block tiles and a long K
 // (the U-Net's deepest layers: 8^3 positions and 512-1024 channels have 32
@@ -399,6 +399,7 @@ void launch_mma(const Shape& s, cv::GemmArgs args, float* ws, Mark&& mark) {
     args.tap_split = static_cast<std::int32_t>(s.tap_split);
     args.splits = static_cast<std::int32_t>(s.ksplits);
     args.ws = ws;
+    args.ws_numel = s.out_numel;
   }
   with_mma_atom<Tin>([&](auto atom) {
     KGATE_LAUNCH((cv::conv_mma<decltype(atom), Tin, Tout, kScatter>),
@@ -453,10 +454,8 @@ Plan conv_plan(const ConvProblem& p) {
                  {"tile_k", cv::kMmaBK},       {"atom_k", s.atom.k}};
     const std::array<std::uint32_t, 3> mblock{static_cast<std::uint32_t>(mma_threads(s)), 1, 1};
     pl.params["stages"] = cv::mma_stages(s.atom.target);
-    // conv_mma's W-halo step (cv::halo_taps): asynchronous copies with
-    // 16-byte runs (the driver's tensors are 16-byte aligned).
-    if (s.dp.kind != Kind::wgrad && cv::mma_stages(s.atom.target) > 2 && wide_loads(s, {}))
-      pl.params["halo_taps"] = mma_halo(s) ? cv::halo_taps(g, s.dp.kind == Kind::scatter) : 0;
+    // conv_mma's W-halo step: its taps per step, 0 where the geometry has none.
+    if (mma_async(s)) pl.params["halo_taps"] = cv::halo_taps(g, s.dp.kind == Kind::scatter);
     const std::uint64_t lds = s.dp.kind == Kind::wgrad ? 0 : cv::mma_dynamic_lds_bytes(s.atom.target);  // wgrad: static LDS
     pl.steps.push_back({main_kernel(s), grid3(s.main_grid[0], s.main_grid[1], s.main_grid[2]), mblock, lds});
   } else {

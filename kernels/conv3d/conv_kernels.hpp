@@ -135,8 +135,10 @@ struct GemmArgs {
   // phase * splits + k) runs the taps [k*tap_split, (k+1)*tap_split) of
   // its phase and writes its fp32 sums, without the bias, to ws[k][output
   // element]; conv_tree adds the splits, then the bias. 0: no split.
+  // ws_numel: the output's elements, the stride of ws's splits.
   std::int32_t tap_split = 0, splits = 1;
   float* ws = nullptr;
+  std::int64_t ws_numel = 0;
 };
 
 struct WgradArgs {
@@ -160,8 +162,8 @@ struct WgradArgs {
   // The portable kernel: row groups (of kTM small channels) per split, a
   // power of two dividing kThreads / bn; the workgroup's other row groups
   // take the next splits (grid z * (bm / rgroups) + row group / rgroups),
-  // those past `splits` none. 0: every row group, one split per workgroup.
-  int rgroups = 0;
+  // those past `splits` none (kThreads / bn: one split per workgroup).
+  int rgroups = 1;
   std::int64_t splits = 0;
 };
 
@@ -953,8 +955,7 @@ KGATE_UNROLL
   // A split's partial sums (tap_split): fp32, no bias, at the output
   // element's place in ws[ks].
   auto store_partial = [&] {
-    const std::int64_t numel = kScatter ? std::int64_t{g.n} * g.l_pos * g.cl : std::int64_t{g.n} * g.s_pos * g.cs;
-    float* O = a.ws + std::int64_t{ks} * numel;
+    float* O = a.ws + std::int64_t{ks} * a.ws_numel;
     visit_out([&](std::int64_t row, std::int64_t c, float y) { O[row + grp * ndim + c] = y; });
   };
   auto store_c = [&] {
@@ -1634,7 +1635,7 @@ template <class Tin, bool kQuad = false>
 KGATE_KERNEL_BOUNDS(conv_wgrad, kThreads, WgradArgs a) {
   const Geom& g = a.g;
   const int t = static_cast<int>(rt::thread_idx().x);
-  const int bm = kThreads / a.bn, rg = a.rgroups > 0 ? a.rgroups : bm, tr = t / a.bn;
+  const int bm = kThreads / a.bn, rg = a.rgroups, tr = t / a.bn;
   const std::int64_t col_tiles = ceil_div(g.clg, static_cast<std::int64_t>(kTN) * a.bn);
   const std::int64_t row_tiles = ceil_div(g.csg, static_cast<std::int64_t>(kTM) * rg);
   const std::int64_t tap = rt::block_idx().x / col_tiles;
@@ -1642,7 +1643,7 @@ KGATE_KERNEL_BOUNDS(conv_wgrad, kThreads, WgradArgs a) {
   const std::int64_t grp = rt::block_idx().y / row_tiles;
   const std::int64_t c0 = (rt::block_idx().y % row_tiles) * kTM * rg + (tr % rg) * kTM;
   const std::int64_t split = static_cast<std::int64_t>(rt::block_idx().z) * (bm / rg) + tr / rg;
-  if (c0 >= g.csg || l0 >= g.clg || (a.rgroups > 0 && split >= a.splits)) return;
+  if (c0 >= g.csg || l0 >= g.clg || split >= a.splits) return;
   const std::int64_t K = g.n * g.s_pos;
   const std::int64_t r_begin = split * a.slice;
   const std::int64_t r_end = r_begin + a.slice < K ? r_begin + a.slice : K;
