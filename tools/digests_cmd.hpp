@@ -33,7 +33,7 @@ struct DigestsFile {
   std::string backend;
   std::vector<std::pair<std::string, std::string>> settings;
   std::uint64_t seed = 1;
-  std::vector<std::pair<std::string, std::map<std::string, std::string>>> problems;  // file order
+  std::vector<std::pair<std::string, std::map<std::string, std::string>>> problems;  // by descriptor
 };
 nlohmann::json to_json(const DigestsFile& f);
 // Throws InputError naming `flag` and the field on a malformed file.

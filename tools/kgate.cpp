@@ -25,6 +25,7 @@
 #include "tools/audit_cmd.hpp"
 #include "tools/bench_cmd.hpp"
 #include "tools/bitwise_cmd.hpp"
+#include "tools/data.hpp"
 #include "tools/digests_cmd.hpp"
 #include "tools/files.hpp"
 #include "tools/gate.hpp"
@@ -275,7 +276,7 @@ int main(int argc, char** argv) {
 
   BenchCli bcli;
   bcli.selection.corpus = corpus_path;
-  bcli.torch_driver = std::string(KGATE_SOURCE_DIR) + "/tools/bench_torch.py";
+  bcli.torch_driver = data::path("tools/bench_torch.py");
   auto* bench = add_bench_command(app, bcli);
 
   IsaCli icli;

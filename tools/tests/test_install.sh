@@ -21,6 +21,8 @@ cd "$tmp"
 "$kgate" verify --filter op=groupnorm.fwd --filter config=A --flop-budget 100000 --report r.json --junit '' >/dev/null
 python3 -c 'import json,sys; r=json.load(open("r.json")); assert r["corpus"]==sys.argv[1] and r["bitwise"]["corpus"]==sys.argv[2], (r["corpus"], r["bitwise"]["corpus"])' \
   "$tmp/p/share/kgate/corpus/shapes.json" "$tmp/p/share/kgate/corpus/bitwise.json" || fail "installed kgate does not use its installed corpora"
+"$kgate" bench --help | grep -qF -- "--torch-driver TEXT=$tmp/p/share/kgate/tools/bench_torch.py" \
+  && [[ -f "$tmp/p/share/kgate/tools/bench_torch.py" ]] || fail "installed kgate does not use its installed torch driver"
 mkdir -p data/corpus && cp "$tmp/p/share/kgate/corpus/"*.json data/corpus/
 KGATE_DATA_DIR="$tmp/data" "$kgate" verify --filter op=groupnorm.fwd --filter config=A --flop-budget 100000 --report r2.json --junit '' >/dev/null
 python3 -c 'import json,sys; assert json.load(open("r2.json"))["corpus"]==sys.argv[1]' "$tmp/data/corpus/shapes.json" || fail "KGATE_DATA_DIR is not used"
