@@ -1216,6 +1216,38 @@ KGATE_UNROLL
 // chunk holding a row ends it); the slice's fp32 partial goes to
 // ws[split][c][tap][ci] exactly as conv_wgrad writes it, for conv_tree.
 
+// A row of backward-weight's K (n, i) as conv_wgrad_mma's asynchronous
+// copies walk it: its coordinates c = (b, i0, i1, i2) and `off`, the element
+// offset of large position (b, i*stride) in the large tensor, advanced by
+// kMmaBK rows per block step without a division or a product (each carry
+// adds its precomputed delta). A row at or past K starts as row 0; the
+// callers load no row past their slice.
+struct WgradRowCursor {
+  std::int32_t c[4];
+  std::int64_t off;
+  std::int64_t dstep, d2, d1, d0;  // i2 += kMmaBK; i2 -= S2, i1 += 1; i1 -= S1, i0 += 1; i0 -= S0, b += 1
+  [[gnu::always_inline]] KGATE_DEVICE WgradRowCursor(const Geom& g, std::int64_t row, std::int64_t K) {
+    std::int64_t b, i[3];
+    decode_row(row < K ? row : 0, g.S, b, i);
+    c[0] = static_cast<std::int32_t>(b);
+KGATE_UNROLL
+    for (int x = 0; x < 3; ++x) c[1 + x] = static_cast<std::int32_t>(i[x]);
+    off = (((b * g.L[0] + i[0] * g.stride[0]) * g.L[1] + i[1] * g.stride[1]) * g.L[2] + i[2] * g.stride[2]) * g.cl;
+    const std::int64_t cl = g.cl, l2 = g.L[2] * cl, l12 = g.L[1] * l2;
+    dstep = std::int64_t{kMmaBK} * g.stride[2] * cl;
+    d2 = std::int64_t{g.stride[1]} * l2 - std::int64_t{g.S[2]} * g.stride[2] * cl;
+    d1 = std::int64_t{g.stride[0]} * l12 - std::int64_t{g.S[1]} * g.stride[1] * l2;
+    d0 = g.L[0] * l12 - std::int64_t{g.S[0]} * g.stride[0] * l12;
+  }
+  [[gnu::always_inline]] KGATE_DEVICE void step(const Geom& g) {
+    c[3] += kMmaBK;
+    off += dstep;
+    while (c[3] >= g.S[2]) c[3] -= g.S[2], ++c[2], off += d2;
+    while (c[2] >= g.S[1]) c[2] -= g.S[1], ++c[1], off += d1;
+    while (c[1] >= g.S[0]) c[1] -= g.S[0], ++c[0], off += d0;
+  }
+};
+
 // conv_wgrad_mma's W-halo tile (wgrad_halo_seg), asynchronous copies
 // kStages deep: per block step, the staged large rows [segment][seg +
 // (KW-1)*dil][kWgradHaloCB channels] at sA (pitch kMmaLDN) and the small
@@ -1259,35 +1291,22 @@ KGATE_DEVICE void wgrad_halo_tile(const WgradArgs& a, const rt::lds_array<std::u
   const std::int32_t okd = kd * g.dil[0] - g.pad[0], okh = kh * g.dil[1] - g.pad[1];
   const Tin* large0 = static_cast<const Tin*>(a.large);
   const Tin* small0 = static_cast<const Tin*>(a.small);
-  const std::int64_t cl = g.cl, l2 = g.L[2] * cl, l12 = g.L[1] * l2;
+  const std::int64_t cl = g.cl, l2 = g.L[2] * cl;
   // This work-item's staged rows: slot t / kCP of kMmaBK, seg slots per
   // segment (segment sg = slot / seg), run positions r = slot % seg and r +
   // seg (where the run is that long: hw <= 2*seg), channels pack hc. One
   // segment per work-item, so one position to track: the (b, i) of the
   // segment's first row and the element offset of large position (b,
-  // i*stride) there, advanced by kMmaBK rows per step without a division
-  // (as the tap-major copies), and the rows' fixed offset: the pair's D and
-  // H offsets, the first row's W position in the run, its channels.
+  // i*stride) there, advanced by kMmaBK rows per step (WgradRowCursor, as
+  // the tap-major copies), and the rows' fixed offset: the pair's D and H
+  // offsets, the first row's W position in the run, its channels.
   const std::int32_t slot = t / kCP, sg = slot / seg, jr = slot - sg * seg;
   const bool second = jr + seg < hw;
   const std::int32_t jw = jr - g.pad[2];  // W offset of the first row from its segment's start
   std::int64_t rseg = r_begin + std::int64_t{sg} * seg;
-  std::int32_t c[4];
-  std::int64_t rowoff;
-  {
-    std::int64_t b, i[3];
-    decode_row(rseg < K ? rseg : 0, g.S, b, i);
-    c[0] = static_cast<std::int32_t>(b);
-KGATE_UNROLL
-    for (int x = 0; x < 3; ++x) c[1 + x] = static_cast<std::int32_t>(i[x]);
-    rowoff = (((b * g.L[0] + i[0] * g.stride[0]) * g.L[1] + i[1] * g.stride[1]) * g.L[2] + i[2]) * cl;
-  }
+  WgradRowCursor rc(g, rseg, K);  // W stride 1
   const std::int64_t toff = (std::int64_t{okd} * g.L[1] + okh) * l2 + std::int64_t{jw} * cl + grp * g.clg + ci0 + hc * kMmaVec;
   const int arun = (sg * hw + jr) * kMmaLDN + hc * kMmaVec;  // the first row's place in a stage
-  const std::int64_t dstep = std::int64_t{kMmaBK} * cl;                                              // i2 += kMmaBK
-  const std::int64_t d2 = std::int64_t{g.stride[1]} * l2 - std::int64_t{g.S[2]} * cl;               // i2 -= S2, i1 += 1
-  const std::int64_t d1 = std::int64_t{g.stride[0]} * l12 - std::int64_t{g.S[1]} * g.stride[1] * l2;  // i1 -= S1, i0 += 1
-  const std::int64_t d0 = g.L[0] * l12 - std::int64_t{g.S[0]} * g.stride[0] * l12;                   // i0 -= S0, b += 1
   // B: row t / kCP of the step, pack hc.
   const int kr = t / kCP;
   const bool bcol = c0 + hc * kMmaVec < g.csg;
@@ -1296,21 +1315,17 @@ KGATE_UNROLL
   auto issue = [&](std::int64_t, int st) {
     // The segment lies in the slice or past it (slices are whole steps,
     // S's W whole segments); a row's position in the padding is +0.
-    const bool dh = rseg < r_end && static_cast<std::uint32_t>(c[1] * g.stride[0] + okd) < static_cast<std::uint32_t>(g.L[0]) &&
-                    static_cast<std::uint32_t>(c[2] * g.stride[1] + okh) < static_cast<std::uint32_t>(g.L[1]);
+    const bool dh = rseg < r_end && static_cast<std::uint32_t>(rc.c[1] * g.stride[0] + okd) < static_cast<std::uint32_t>(g.L[0]) &&
+                    static_cast<std::uint32_t>(rc.c[2] * g.stride[1] + okh) < static_cast<std::uint32_t>(g.L[1]);
 KGATE_UNROLL
     for (int h = 0; h < 2; ++h) {
       if (h == 1 && !second) break;
-      const bool in = dh && static_cast<std::uint32_t>(c[3] + jw + h * seg) < static_cast<std::uint32_t>(g.L[2]);
+      const bool in = dh && static_cast<std::uint32_t>(rc.c[3] + jw + h * seg) < static_cast<std::uint32_t>(g.L[2]);
       sA.copy_async<P>(st * TT::kASize + arun + h * seg * kMmaLDN,
-                       reinterpret_cast<const P*>(in ? large0 + (rowoff + toff + h * seg * cl) : large0), in);
+                       reinterpret_cast<const P*>(in ? large0 + (rc.off + toff + h * seg * cl) : large0), in);
     }
     rseg += kMmaBK;
-    c[3] += kMmaBK;
-    rowoff += dstep;
-    while (c[3] >= g.S[2]) c[3] -= g.S[2], ++c[2], rowoff += d2;
-    while (c[2] >= g.S[1]) c[2] -= g.S[1], ++c[1], rowoff += d1;
-    while (c[1] >= g.S[0]) c[1] -= g.S[0], ++c[0], rowoff += d0;
+    rc.step(g);
     const bool in = bcol && brow < r_end;
     sB.copy_async<P>(st * TT::kBSize + kr * kMmaLDN + hc * kMmaVec, reinterpret_cast<const P*>(in ? sp : small0), in);
     brow += kMmaBK;
@@ -1465,24 +1480,8 @@ KGATE_UNROLL
         if (ulive[u]) offsets_of(m, uoff[u]);
         utap[u] = ((std::int64_t{uoff[u][0]} * g.L[1] + uoff[u][1]) * g.L[2] + uoff[u][2]) * g.cl + grp * g.clg + m % clgp;
       }
-      // The row this work-item copies in the next block step: its (b, i)
-      // and the element offset of large position (b, i*stride), advanced
-      // by kMmaBK rows per step without a division or a product.
-      std::int32_t c[4];
-      std::int64_t rowoff;
-      {
-        std::int64_t b, i[3];
-        decode_row(r_begin + kr, g.S, b, i);
-        c[0] = static_cast<std::int32_t>(b);
-KGATE_UNROLL
-        for (int x = 0; x < 3; ++x) c[1 + x] = static_cast<std::int32_t>(i[x]);
-        rowoff = (((b * g.L[0] + i[0] * g.stride[0]) * g.L[1] + i[1] * g.stride[1]) * g.L[2] + i[2] * g.stride[2]) * g.cl;
-      }
-      const std::int64_t cl = g.cl, l2 = g.L[2] * cl, l12 = g.L[1] * l2;
-      const std::int64_t dstep = std::int64_t{kMmaBK} * g.stride[2] * cl;            // i2 += kMmaBK
-      const std::int64_t d2 = std::int64_t{g.stride[1]} * l2 - std::int64_t{g.S[2]} * g.stride[2] * cl;   // i2 -= S2, i1 += 1
-      const std::int64_t d1 = std::int64_t{g.stride[0]} * l12 - std::int64_t{g.S[1]} * g.stride[1] * l2;  // i1 -= S1, i0 += 1
-      const std::int64_t d0 = g.L[0] * l12 - std::int64_t{g.S[0]} * g.stride[0] * l12;                     // i0 -= S0, b += 1
+      // The row this work-item copies in the next block step.
+      WgradRowCursor rc(g, r_begin + kr, K);
       const Tin* sp = small0 + (r_begin + kr) * g.cs + grp * g.csg + c0 + kp * kBP * kMmaVec;
       const std::int64_t cbp = c0 + kp * kBP * kMmaVec;  // this work-item's first B channel
       auto issue = [&](std::int64_t b, int st) {
@@ -1492,9 +1491,9 @@ KGATE_UNROLL
           bool in = row_in && ulive[u];
 KGATE_UNROLL
           for (int x = 0; x < 3; ++x)
-            in = in && static_cast<std::uint32_t>(c[1 + x] * g.stride[x] + uoff[u][x]) < static_cast<std::uint32_t>(g.L[x]);
+            in = in && static_cast<std::uint32_t>(rc.c[1 + x] * g.stride[x] + uoff[u][x]) < static_cast<std::uint32_t>(g.L[x]);
           sA.copy_async<P>(st * TT::kASize + kr * kMmaLDM + (kp * kAP + u) * kMmaVec,
-                           reinterpret_cast<const P*>(in ? large0 + (rowoff + utap[u]) : large0), in);
+                           reinterpret_cast<const P*>(in ? large0 + (rc.off + utap[u]) : large0), in);
         }
 KGATE_UNROLL
         for (int v = 0; v < kBP; ++v) {
@@ -1504,11 +1503,7 @@ KGATE_UNROLL
         }
         // The next step's row.
         sp += kMmaBK * std::int64_t{g.cs};
-        c[3] += kMmaBK;
-        rowoff += dstep;
-        while (c[3] >= g.S[2]) c[3] -= g.S[2], ++c[2], rowoff += d2;
-        while (c[2] >= g.S[1]) c[2] -= g.S[1], ++c[1], rowoff += d1;
-        while (c[1] >= g.S[0]) c[1] -= g.S[0], ++c[0], rowoff += d0;
+        rc.step(g);
       };
       async_stage_loop<kStages>(nblk, issue, [&](std::int64_t blk, int st) {
         mma_block_step<Atom, TT, true, true, false>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn,
