@@ -69,12 +69,7 @@ std::map<std::string, nlohmann::json> fresh_plans(const std::vector<std::string>
 CLI::App* add_audit_command(CLI::App& app, AuditCli& cli) {
   auto* c = app.add_subcommand("audit", "Determinism audit of every production kernel (exit 1 on nondeterminism)");
   c->add_option("descriptor", cli.descriptors, "problems to audit (default: the bitwise and reduced corpus problems)");
-  c->add_option("--corpus", cli.selection.corpus, "shapes corpus file")->capture_default_str();
-  c->add_option("--bitwise", cli.bitwise, "bitwise corpus file ('' leaves it out)")->capture_default_str();
-  c->add_option("--config", cli.selection.configs, "configurations (A B C D)")->capture_default_str();
-  c->add_option("--filter", cli.selection.filters, "KEY=VALUE (op, dir, dtype, site, config, form); repeatable");
-  c->add_flag("--full", cli.selection.full, "full extents (GPU backends)");
-  c->add_option("--flop-budget", cli.selection.flop_budget, "reduced extents: cost cap per problem")->capture_default_str();
+  add_corpora_options(*c, cli.selection, cli.bitwise);
   c->add_option("--repeats,-R", cli.audit.repeats, "runs per problem in this process after the first")
       ->check(CLI::Range(0, 100000))->capture_default_str();
   c->add_option("--processes,-P", cli.audit.processes, "fresh processes per problem")

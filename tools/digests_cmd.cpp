@@ -90,12 +90,7 @@ CLI::App* add_digests_command(CLI::App& app, DigestsCli& cli) {
                                "with another backend's (--expect)");
   c->add_option("descriptor", cli.descriptors,
                 "problems (default: the --expect file's, else the bitwise and reduced corpus problems)");
-  c->add_option("--corpus", cli.selection.corpus, "shapes corpus file")->capture_default_str();
-  c->add_option("--bitwise", cli.bitwise, "bitwise corpus file ('' leaves it out)")->capture_default_str();
-  c->add_option("--config", cli.selection.configs, "configurations (A B C D)")->capture_default_str();
-  c->add_option("--filter", cli.selection.filters, "KEY=VALUE (op, dir, dtype, site, config, form); repeatable");
-  c->add_flag("--full", cli.selection.full, "full extents");
-  c->add_option("--flop-budget", cli.selection.flop_budget, "reduced extents: cost cap per problem")->capture_default_str();
+  add_corpora_options(*c, cli.selection, cli.bitwise);
   c->add_option("--seed", cli.seed, "seed of the signed fill (with --expect: the file's)")
       ->check(options::unsigned64())
       ->each([&cli](const std::string&) { cli.seed_given = true; });

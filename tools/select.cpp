@@ -63,4 +63,13 @@ std::vector<Problem> select_bitwise(const std::string& path, const std::vector<s
   return out;
 }
 
+void add_corpora_options(CLI::App& c, Selection& s, std::string& bitwise) {
+  c.add_option("--corpus", s.corpus, "shapes corpus file")->capture_default_str();
+  c.add_option("--bitwise", bitwise, "bitwise corpus file ('' leaves it out)")->capture_default_str();
+  c.add_option("--config", s.configs, "configurations (A B C D)")->capture_default_str();
+  c.add_option("--filter", s.filters, "KEY=VALUE (op, dir, dtype, site, config, form); repeatable");
+  c.add_flag("--full", s.full, "full extents");
+  c.add_option("--flop-budget", s.flop_budget, "reduced extents: cost cap per problem")->capture_default_str();
+}
+
 }  // namespace kgate

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "corpus/corpus_file.hpp"
 #include "reference/problem.hpp"
 
@@ -31,5 +33,10 @@ std::vector<Problem> select_corpus(const Selection& s, bool require_some = true)
 // The bitwise corpus's problems that pass the filters (its entries carry no
 // configuration or site: such filters select none of them).
 std::vector<Problem> select_bitwise(const std::string& path, const std::vector<std::string>& filters);
+
+// The selection flags of a command over both corpora (audit, digests):
+// --corpus, --bitwise (into `bitwise`), --config, --filter, --full,
+// --flop-budget.
+void add_corpora_options(CLI::App& c, Selection& s, std::string& bitwise);
 
 }  // namespace kgate

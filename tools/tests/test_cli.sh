@@ -5,18 +5,8 @@ set -uo pipefail
 kgate="$1"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-expect() {  # expect CODE PATTERN -- command...
-  local code=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [[ $rc -ne $code ]] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: $* -> rc $rc (want $code), output: $out"; fails=$((fails + 1))
-  else
-    echo "ok:   $* -> rc $rc"
-  fi
-}
+# shellcheck source=expect.sh
+source "$(dirname "$0")/expect.sh"
 
 expect 2 'g: must divide the input channels' -- "$kgate" desc "conv3d.fwd bf16 n1 c64 k6 g4 d8 kd3 p1"
 expect 2 "descriptor: token 'zz9'" -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d8 kd3 zz9"
@@ -234,5 +224,4 @@ expect 2 "environment: KGATE_REF_THREADS='two' is not valid: allowed values are 
   env KGATE_REF_THREADS=two "$kgate" check "$D"
 expect 2 "environment: KGATE_REF_THREADS='0' is not valid" -- env KGATE_REF_THREADS=0 "$kgate" verify --filter op=groupnorm.fwd
 
-echo "$((fails == 0 ? 1 : 0)) passed, $fails failed"
-exit $((fails > 0))
+finish

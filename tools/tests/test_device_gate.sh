@@ -7,18 +7,8 @@ set -uo pipefail
 kgate="$1" gate="$2/ci/device-gate"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-expect() {  # expect CODE PATTERN -- command...
-  local code=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [[ $rc -ne $code ]] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: $* -> rc $rc (want $code), output: $out"; fails=$((fails + 1))
-  else
-    echo "ok:   $* -> rc $rc"
-  fi
-}
+# shellcheck source=expect.sh
+source "$(dirname "$0")/expect.sh"
 
 pack="$tmp/pack"
 mkdir -p "$pack/share/kgate"
@@ -35,5 +25,4 @@ grep -q "^OK: 1 of 1 problem(s) identical" "$tmp/out/identity.log" && [[ -s "$tm
   { echo "FAIL: identity wrote no log or digests"; fails=$((fails + 1)); }
 expect 1 "ci/device-gate: exit 1" -- env KGATE_HOST_TARGET=sm90 "$gate" "$pack" "$tmp/out" identity
 grep -q "DIFFERENT: y:" "$tmp/out/identity.log" || { echo "FAIL: the difference is not in identity.log"; fails=$((fails + 1)); }
-echo "$((fails == 0 ? 1 : 0)) passed, $fails failed"
-exit $((fails > 0))
+finish

@@ -8,18 +8,8 @@ set -uo pipefail
 kgate="$1"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-expect() {  # expect CODE PATTERN -- command...
-  local code=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [[ $rc -ne $code ]] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: $* -> rc $rc (want $code), output: $out"; fails=$((fails + 1))
-  else
-    echo "ok:   $* -> rc $rc"
-  fi
-}
+# shellcheck source=expect.sh
+source "$(dirname "$0")/expect.sh"
 
 # A matrix-core convolution (bf16 in, fp32 out: no output rounding to hide
 # the atoms' own) and a GroupNorm: the first differs between the two
@@ -50,5 +40,4 @@ expect 2 "--seed: 7 differs from the --expect file's seed 1" -- "$kgate" digests
 expect 2 "--expect: .*does not exist" -- "$kgate" digests --expect "$tmp/none.json"
 expect 2 "--out" -- "$kgate" digests "$gn" --out "$tmp"
 cmp -s "$tmp/gfx942.json" "$tmp/keep.json" || { echo "FAIL: --out was changed by a failed run"; fails=$((fails + 1)); }
-echo "$((fails == 0 ? 1 : 0)) passed, $fails failed"
-exit $((fails > 0))
+finish
