@@ -1,5 +1,6 @@
 #include "tools/digests_cmd.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <set>
