@@ -41,6 +41,70 @@ std::vector<Problem> bitwise_problems() {
         }
       }
   }
+  // Shape diversity, every direction (bf16: the indexing does not depend on
+  // the dtype): the distinct-extent case in every axis order, stride,
+  // dilation and padding different per axis, groups whose in- and
+  // out-channels per group differ, channel counts that are a tail of every
+  // block, and W below one W-halo segment on matrix cores.
+  const char* diverse_conv[] = {
+      "n1 c8 k8 d5 h6 w7 kd3 p1", "n1 c8 k8 d5 h7 w6 kd3 p1", "n1 c8 k8 d6 h5 w7 kd3 p1",
+      "n1 c8 k8 d6 h7 w5 kd3 p1", "n1 c8 k8 d7 h5 w6 kd3 p1", "n1 c8 k8 d7 h6 w5 kd3 p1",
+      "n1 c6 k4 d9 h7 w11 kd3 kh2 kw3 sd2 sh1 sw3 dild1 dilh2 dilw1 pd1:0 ph0:1 pw2",
+      "n2 c12 k8 g4 d4 h5 w6 kd3 kh1 kw2 pd1 pw1:0",
+      "n1 c13 k11 d4 h5 w6 kd3 p1",
+      "n1 c32 k32 d6 h5 w2 kd3 p1",
+  };
+  const char* diverse_convt[] = {
+      "n1 c8 k8 d3 h4 w5 kd2 s2", "n1 c8 k8 d3 h5 w4 kd2 s2", "n1 c8 k8 d4 h3 w5 kd2 s2",
+      "n1 c8 k8 d4 h5 w3 kd2 s2", "n1 c8 k8 d5 h3 w4 kd2 s2", "n1 c8 k8 d5 h4 w3 kd2 s2",
+      "n1 c6 k4 d4 h5 w3 kd3 kh2 kw3 sd2 sh1 sw3 dild1 dilh2 dilw1 pd1 ph0 pw2 opd1 opw2",
+      "n2 c12 k8 g4 d3 h4 w5 kd3 kh1 kw2 s2 pd1 op1",
+      "n1 c13 k11 d3 h4 w5 kd3 s2 p1",
+      "n1 c32 k32 d5 h4 w2 kd3 p1",
+  };
+  for (const char* op : {"conv3d", "conv_transpose3d"})
+    for (const char* dir : {"fwd", "bwd_data", "bwd_weight"}) {
+      const bool t = std::string(op) == "conv_transpose3d";
+      for (const char* sh : t ? std::vector<const char*>(std::begin(diverse_convt), std::end(diverse_convt))
+                              : std::vector<const char*>(std::begin(diverse_conv), std::end(diverse_conv)))
+        out.push_back(parse_descriptor(std::string(op) + "." + dir + " bf16 " + sh));
+    }
+  // Every production path of the matrix-core kernels and of the split
+  // trees, per operator-direction, in both matrix-core input types: the
+  // matrix-core tile (ragged M and N), its split of K by taps (conv_tree),
+  // backward-weight's matrix-core tile and W-halo tile (sm_90's) with and
+  // without db, the portable
+  // one-tap scatter, and the split tree by split (conv_tree_split, 64 and
+  // more slices of few elements) with and without db. tools' BitwisePaths
+  // test holds the list to the boundary problems' paths.
+  struct Path {
+    const char* op_dir;
+    const char* shape;
+    bool mma;  // in bf16 and fp16 (else bf16 only)
+  };
+  for (const Path& p : {Path{"conv3d.fwd", "n1 c32 k24 d5 h6 w7 kd3 p1 bias", true},
+                        Path{"conv3d.fwd", "n1 c160 k16 d4 h4 w8 kd3 p1 bias", true},
+                        Path{"conv3d.bwd_data", "n1 c24 k32 d5 h6 w7 kd3 p1", true},
+                        Path{"conv3d.bwd_data", "n1 c16 k160 d4 h4 w8 kd3 p1", true},
+                        Path{"conv3d.bwd_data", "n1 c3 k5 d4 h6 w5 kd2 s2", false},
+                        Path{"conv3d.bwd_weight", "n1 c8 k32 d5 h6 w7 kd3 p1", true},
+                        Path{"conv3d.bwd_weight", "n2 c8 k24 d3 h5 w7 kd3 p1 bias", true},
+                        Path{"conv3d.bwd_weight", "n1 c128 k32 d3 h3 w16 kd3 p1", true},
+                        Path{"conv3d.bwd_weight", "n1 c128 k32 d3 h3 w16 kd3 p1 bias", true},
+                        Path{"conv3d.bwd_weight", "n1 c2 k3 d16 h64 w64 kd1", false},
+                        Path{"conv3d.bwd_weight", "n1 c2 k3 d16 h64 w64 kd1 bias", false},
+                        Path{"conv_transpose3d.fwd", "n1 c24 k32 d5 h6 w7 kd3 p1 bias", true},
+                        Path{"conv_transpose3d.fwd", "n1 c160 k16 d4 h4 w8 kd3 p1 bias", true},
+                        Path{"conv_transpose3d.bwd_data", "n1 c32 k24 d5 h6 w7 kd3 p1", true},
+                        Path{"conv_transpose3d.bwd_data", "n1 c16 k160 d4 h4 w8 kd3 p1", true},
+                        Path{"conv_transpose3d.bwd_weight", "n1 c32 k8 d5 h6 w7 kd3 p1", true},
+                        Path{"conv_transpose3d.bwd_weight", "n2 c24 k8 d3 h5 w7 kd3 p1 bias", true},
+                        Path{"conv_transpose3d.bwd_weight", "n1 c32 k128 d3 h3 w16 kd3 p1", true},
+                        Path{"conv_transpose3d.bwd_weight", "n1 c32 k128 d3 h3 w16 kd3 p1 bias", true},
+                        Path{"conv_transpose3d.bwd_weight", "n1 c3 k2 d16 h64 w64 kd1", false},
+                        Path{"conv_transpose3d.bwd_weight", "n1 c3 k2 d16 h64 w64 kd1 bias", false}})
+    for (const char* dt : {"bf16", "fp16"})
+      if (p.mma || std::string(dt) == "bf16") out.push_back(parse_descriptor(std::string(p.op_dir) + " " + dt + " " + p.shape));
   // GroupNorm forward: constant groups; eps = 2^-16 (a power of 4) makes
   // rstd = 2^8 exact as well. Backward: unit deltas with eps = 3 (variance
   // 1, rstd 1/2) and groups of a power-of-two size: every output exact.

@@ -4,6 +4,7 @@
 #include <climits>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -79,6 +80,11 @@ Entry entry_from_json(const nlohmann::json& e, const std::string& where) {
   else if (form == "halo") en.form = ShapeForm::halo;
   else if (form == "adapter") en.form = ShapeForm::adapter;
   else throw InputError(where + ".form", "unknown form '" + form + "'");
+  const auto* conv = std::get_if<ConvProblem>(&en.problem);
+  const ShapeForm problem_form = conv ? conv->form : ShapeForm::logical;
+  if (en.form != problem_form)
+    throw InputError(where + ".form", "'" + form + "' disagrees with the problem's form '" +
+                                          std::string(name(problem_form)) + "'");
   if (!e.contains("sites") || !e["sites"].is_array()) throw InputError(where + ".sites", "missing or not an array");
   for (const auto& s : e["sites"]) {
     if (!s.is_string()) throw InputError(where + ".sites", "expected strings");
@@ -102,7 +108,21 @@ std::vector<Entry> shapes_from_json(const nlohmann::json& doc, const std::string
     if (it.key() != "provenance" && it.key() != "configurations" && it.key() != "problems")
       throw InputError(path + ": " + it.key(), "unknown field");
   if (!doc.contains("problems") || !doc["problems"].is_array()) throw InputError(path + ": problems", "missing or not an array");
+  // The configurations the entries may name: those the file declares (a file
+  // without the list, e.g. a hand-made one-problem corpus, names any).
+  std::vector<std::string> configs;
+  const bool declared = doc.contains("configurations");
+  if (declared) {
+    if (!doc["configurations"].is_array()) throw InputError(path + ": configurations", "not an array");
+    for (std::size_t i = 0; i < doc["configurations"].size(); ++i) {
+      const auto& c = doc["configurations"][i];
+      if (!c.is_object() || !c.contains("name") || !c["name"].is_string())
+        throw InputError(path + ": configurations[" + std::to_string(i) + "].name", "missing or not a string");
+      configs.push_back(c["name"].get<std::string>());
+    }
+  }
   std::vector<Entry> out;
+  std::map<std::pair<std::string, std::string>, std::size_t> seen;  // (config, descriptor) -> index
   const auto& arr = doc["problems"];
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const std::string where = path + ": problems[" + std::to_string(i) + "]";
@@ -112,6 +132,13 @@ std::vector<Entry> shapes_from_json(const nlohmann::json& doc, const std::string
       // Every access is type-checked; this names the entry should one not be.
       throw InputError(where, e.what());
     }
+    const Entry& en = out.back();
+    if (declared && std::find(configs.begin(), configs.end(), en.config) == configs.end())
+      throw InputError(where + ".config", "'" + en.config + "' is not one of the file's configurations");
+    const auto [it, fresh] = seen.emplace(std::make_pair(en.config, en.descriptor), i);
+    if (!fresh)
+      throw InputError(where, "duplicates problems[" + std::to_string(it->second) + "] ('" + en.descriptor +
+                                  "' in configuration " + en.config + ")");
   }
   return out;
 }

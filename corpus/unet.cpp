@@ -130,6 +130,7 @@ std::vector<Call> training_step(const Network& net) {
     t.src = t.dst = net.act;
     for (ConvDir dir : {ConvDir::fwd, ConvDir::bwd_data, ConvDir::bwd_weight}) {
       t.dir = dir;
+      t.bias = dir != ConvDir::bwd_data;  // bwd_data has no bias tensor
       calls.push_back({t, "up" + std::to_string(l) + ".convT", ShapeForm::logical});
     }
     double_conv(calls, net, ch, ch / 2, side, "up" + std::to_string(l), true);
@@ -145,6 +146,7 @@ std::vector<Call> training_step(const Network& net) {
   h.src = h.dst = net.act;
   for (ConvDir dir : {ConvDir::fwd, ConvDir::bwd_data, ConvDir::bwd_weight}) {
     h.dir = dir;
+    h.bias = dir != ConvDir::bwd_data;  // bwd_data has no bias tensor
     calls.push_back({h, "outc.conv", ShapeForm::logical});
   }
   for (const Call& c : calls) validate(c.problem);

@@ -10,6 +10,7 @@
 #include "determinism/audit_env.hpp"
 #include "determinism/run_digest.hpp"
 #include "kernels/api.hpp"
+#include "kernels/runtime/common.hpp"
 #include "reference/descriptor.hpp"
 #include "reference/digest.hpp"
 #include "reference/json.hpp"
@@ -143,6 +144,10 @@ ProblemAudit audit_problem(const Problem& p, const AuditOptions& opt, Noise* noi
       record(a, first, run_once(p, in, plan, ro), "run " + std::to_string(i + 1) + ": " + env_label(env, pattern, noisy));
     }
     if (noise) noise->set_active(false);
+  } catch (const rt::Unavailable&) {
+    // The machine cannot run kernels at all: the whole audit's error.
+    if (noise) noise->set_active(false);
+    throw;
   } catch (const std::exception& e) {
     if (noise) noise->set_active(false);
     a.verdict = "error";

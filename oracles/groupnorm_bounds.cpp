@@ -129,6 +129,13 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
     const double g5 = gamma(Dd + std::max(5, plan.epilogue_ops + 1), u);
     std::vector<double> dvar(N * G);
     for (std::int64_t ng = 0; ng < N * G; ++ng) dvar[ng] = dvar_of(ng);
+    if (p.relu) {
+      // Outputs the ReLU clamps beyond doubt are zero by construction: the
+      // trust check judges the zero share of the others.
+      const ReluMask mask = relu_mask(p, in, u);
+      c.relu_clamped.assign(n, 0);
+      for (std::int64_t i = 0; i < n; ++i) c.relu_clamped[i] = !mask.on[i] && !mask.ambiguous[i];
+    }
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t ch = i % C, b = i / (S * C), ng = b * G + ch / Cg;
       const double r = in.rstd->get(ng), mu = in.mean->get(ng);

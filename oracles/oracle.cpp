@@ -155,9 +155,10 @@ Report decide(const ElementwiseCheck& c, const Tensor& reference, const Tensor& 
   if (!t3) r.tier3.reason = c.tier3_reason;
   WorstKeeper k1(opt.worst_count), k2(opt.worst_count), k3(opt.worst_count), ks(opt.worst_count);
 
-  std::int64_t ref_zero = 0, cand_zero = 0, counted = 0;
+  std::int64_t ref_zero = 0, cand_zero = 0, counted = 0, clamped = 0, trust_judged = 0;
   double sum_sq = 0, sum_signed_scaled = 0, sum_signed = 0;
   std::int64_t finite = 0;
+  const bool relu = !c.relu_clamped.empty();
   for (std::int64_t i = 0; i < n; ++i) {
     const double ref = reference.get(i);
     const double cand = candidate.get(i);
@@ -181,11 +182,17 @@ Report decide(const ElementwiseCheck& c, const Tensor& reference, const Tensor& 
       continue;
     }
     if (std::isnan(ref) || std::isinf(ref) || std::isinf(cand)) continue;  // agreeing specials
-    ref_zero += ref == 0.0;
-    // A candidate zero where the reference is nonzero but within its bound of
-    // zero is what a correct kernel may return (cancellation, underflow of a
-    // narrow output): it is no sign of an output never computed.
-    cand_zero += cand == 0.0 && (ref == 0.0 || std::fabs(ref) > b2);
+    // Trust counts (TrustResult): a reference element "within its bound of
+    // zero" is one where a zero candidate passes every tier that applies to
+    // it; a clamped ReLU output is zero by construction.
+    if (relu && c.relu_clamped[i]) {
+      ++clamped;
+    } else {
+      ++trust_judged;
+      const bool t1_zero = !(t1 && c.exact_ok[i]) || round_once(c.dst, ref) == 0.0;
+      ref_zero += t1_zero && std::fabs(ref) <= b2 && (!t3 || std::fabs(ref) <= c.bound3[i]);
+      cand_zero += cand == 0.0;
+    }
     ++finite;
     const double e = std::fabs(cand - ref);
     // Tier 1: bitwise against the reference rounded once (+0 == -0: the sign
@@ -240,23 +247,30 @@ Report decide(const ElementwiseCheck& c, const Tensor& reference, const Tensor& 
   if (r.specials.nan_mismatch || r.specials.inf_mismatch) r.specials.state = State::failed;
 
   // Trust: a zero-heavy reference proves nothing; a candidate with far more
-  // zeros than the reference did not compute (benchdnn's "mistrusted"). The
-  // candidate's zeros count where the reference is zero or beyond its bound
-  // from zero.
-  r.trust.ref_zero_fraction = finite ? static_cast<double>(ref_zero) / static_cast<double>(finite) : 1.0;
-  r.trust.cand_zero_fraction = finite ? static_cast<double>(cand_zero) / static_cast<double>(finite) : 1.0;
+  // zeros than the reference did not compute (benchdnn's "mistrusted").
+  auto share = [](std::int64_t k, std::int64_t of) { return of ? static_cast<double>(k) / static_cast<double>(of) : 1.0; };
+  r.trust.ref_zero_fraction = share(ref_zero, trust_judged);
+  r.trust.cand_zero_fraction = share(cand_zero, trust_judged);
+  r.trust.relu_clamped_fraction = relu ? share(clamped, n) : 0.0;
   std::ostringstream why;
+  bool nothing = true;
   if (finite == 0) {
     why << "no finite reference element to compare";
+  } else if (r.trust.relu_clamped_fraction > opt.max_ref_zero_fraction || trust_judged == 0) {
+    why << "the fused ReLU clamps " << r.trust.relu_clamped_fraction * 100 << "% of the outputs to zero (> "
+        << opt.max_ref_zero_fraction * 100 << "%): the comparison proves nothing";
   } else if (r.trust.ref_zero_fraction > opt.max_ref_zero_fraction) {
-    why << "reference is " << r.trust.ref_zero_fraction * 100 << "% zeros (> " << opt.max_ref_zero_fraction * 100
-        << "%): the comparison proves nothing";
+    why << "reference is " << r.trust.ref_zero_fraction * 100 << "% zeros or within its bound of zero (> "
+        << opt.max_ref_zero_fraction * 100 << "%" << (relu ? " of the elements the ReLU passes" : "")
+        << "): the comparison proves nothing";
   } else if (r.trust.cand_zero_fraction > r.trust.ref_zero_fraction + opt.max_extra_zero_fraction) {
+    nothing = false;
     why << "candidate is " << r.trust.cand_zero_fraction * 100 << "% zeros, reference "
         << r.trust.ref_zero_fraction * 100 << "%";
   }
   if (!why.str().empty()) {
     r.trust.state = State::untrusted;
+    r.trust.proves_nothing = nothing;
     r.trust.reason = why.str();
   }
 

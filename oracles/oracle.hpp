@@ -95,12 +95,24 @@ struct ErrorStats {
   std::int64_t count = 0;
 };
 
+// The trust check (benchdnn's "mistrusted"), over the finite elements that
+// agree in class and that a fused ReLU does not clamp:
+//   ref_zero_fraction: elements where a zero candidate would pass every tier
+//     that applies to them (the reference is zero, or within its tier-2 and
+//     tier-3 bounds of zero and not exact under tier 1);
+//   cand_zero_fraction: elements where the candidate is exactly zero;
+//   relu_clamped_fraction: share of all elements whose pre-activation a fused
+//     ReLU clamps to zero (those are zero by construction and count in
+//     neither fraction above).
+// Untrusted when no element is left to judge, when the ReLU clamps or the
+// reference zeroes more than max_ref_zero_fraction (proves_nothing: this
+// comparison cannot tell a kernel from a zero fill, whatever it returns), or
+// when the candidate has more than max_extra_zero_fraction more zeros than
+// the reference (a candidate that did not compute).
 struct TrustResult {
   State state = State::passed;  // passed or untrusted
-  // cand_zero_fraction counts candidate zeros where the reference is zero or
-  // farther from zero than its tier-2 bound (a zero within the bound is a
-  // correct kernel's possible answer).
-  double ref_zero_fraction = 0, cand_zero_fraction = 0;
+  double ref_zero_fraction = 0, cand_zero_fraction = 0, relu_clamped_fraction = 0;
+  bool proves_nothing = false;  // untrusted because of the reference, not the candidate
   std::string reason;
 };
 
@@ -187,10 +199,31 @@ struct ElementwiseCheck {
   double u_acc = 0, u_out = 0, lambda = 0;
   LargeVector<double> bound2, bound3, scale;
   LargeVector<char> exact_ok;
+  // Per element, 1 where a fused ReLU clamps the output to zero by
+  // construction (pre-activation below zero beyond its tolerance); empty when
+  // the operator has no ReLU. Only the trust check reads it.
+  LargeVector<char> relu_clamped;
   std::string tier1_reason, tier3_reason;
 };
 Report decide(const ElementwiseCheck& check, const Tensor& reference, const Tensor& candidate,
               const Options& options = {});
+
+// ---------------------------------------------------------------------------
+// Range: inputs under which a correct kernel cannot be held to the fp64
+// reference. Each returns "" when the comparison is sound, else the reason
+// (the gate refuses such inputs as bad input before any kernel runs).
+//   nonfinite_input: an input element is NaN or Inf (a fill scaled beyond its
+//     dtype's range rounds to Inf).
+//   conv_range: the absolute companion A_i (the sum of |products|, which
+//     bounds every partial sum of every order) exceeds the accumulator's
+//     largest finite value (plan.acc): a correct kernel may overflow.
+//   groupnorm_range: a statistic's sum may overflow plan.acc: per group
+//     M * max (x - mu)^2 (the variance's sum of squares) or M * max |x|
+//     (the mean's sum); backward also sum |gamma dy x|, sum |gamma dy| and
+//     rstd^3 times them (the c2 = T rstd^3 / M term).
+std::string nonfinite_input(Role role, const Tensor& t);
+std::string conv_range(Role output, const Tensor& abs_companion, const ReductionPlan& plan);
+std::string groupnorm_range(const GroupNormProblem& p, const GroupNormInputs& in, const ReductionPlan& plan);
 
 // ---------------------------------------------------------------------------
 // Output.

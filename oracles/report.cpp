@@ -66,6 +66,7 @@ std::string to_table(const Report& r) {
     << r.specials.inf_mismatch << "\n";
   o << "  trust  : " << name(r.trust.state) << "  zeros ref " << num(r.trust.ref_zero_fraction) << " cand "
     << num(r.trust.cand_zero_fraction);
+  if (r.trust.relu_clamped_fraction > 0) o << " relu-clamped " << num(r.trust.relu_clamped_fraction);
   if (!r.trust.reason.empty()) o << "  (" << r.trust.reason << ")";
   o << "\n";
   o << "  e/(u sqrt(D) A): max " << num(r.stats.max_scaled) << " rms " << num(r.stats.rms_scaled)
@@ -113,6 +114,8 @@ nlohmann::json to_json(const Report& r) {
            {{"state", std::string(name(r.trust.state))},
             {"ref_zero_fraction", r.trust.ref_zero_fraction},
             {"cand_zero_fraction", r.trust.cand_zero_fraction},
+            {"relu_clamped_fraction", r.trust.relu_clamped_fraction},
+            {"proves_nothing", r.trust.proves_nothing},
             {"reason", r.trust.reason}}},
           {"nan_inf",
            {{"state", std::string(name(r.specials.state))},

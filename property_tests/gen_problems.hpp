@@ -111,7 +111,8 @@ inline rc::Gen<ConvProblem> gen_conv() {
       p.in[0] = std::max<std::int64_t>(p.in[0], 3);
       if (p.op == ConvOp::conv3d) p.in[0] = std::max(p.in[0], p.dilation[0] * (p.kernel[0] - 1) + 1);
     }
-    p.bias = *rc::gen::element(false, true);
+    // bwd_data has no bias tensor (its bias gradient is bwd_weight's db).
+    p.bias = p.dir != ConvDir::bwd_data && *rc::gen::element(false, true);
     p.src = *rc::gen::element(DType::fp32, DType::bf16, DType::fp16);
     p.dst = *rc::gen::element(DType::fp32, p.src);
     p.validate();

@@ -11,11 +11,14 @@
 
 namespace kgate::prop {
 
-// A verdict the kernel deserves: passed, or "untrusted" only because the
-// reference itself is (nearly) all zeros (a GroupNorm group of one element,
-// ReLU of an all-negative output, a convolution whose terms all lie in
-// padding), where the comparison proves nothing about any kernel. Every
-// tier and the NaN/Inf check still had to pass for that.
+// A verdict the kernel deserves on one generated case: passed, or
+// "untrusted" only because the comparison proves nothing (gate::verdict:
+// the reference is zero or within its bound of zero nearly everywhere, e.g.
+// a GroupNorm group of one element, a ReLU that clamps every output, a
+// convolution whose terms all lie in padding). Every tier and the NaN/Inf
+// check still had to pass for that. The gate itself (gate::evaluate) does
+// not pass a problem that no fill proves; a property case is one fill of
+// many random problems, and is judged on what that fill can show.
 inline bool acceptable(const oracle::Report& r) { return gate::verdict(r) == oracle::State::passed; }
 
 struct Verdict {

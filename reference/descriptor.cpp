@@ -33,6 +33,8 @@ namespace {
 std::int64_t parse_int(const std::string& token, std::string_view s) {
   std::int64_t v = 0;
   auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (!s.empty() && r.ec == std::errc::result_out_of_range && r.ptr == s.data() + s.size())
+    bad(token, "integer out of range (beyond 64 bits)");
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) bad(token, "expected an integer");
   return v;
 }

@@ -174,6 +174,17 @@ constexpr int significand_bits(DType t) {
 // Unit roundoff u = 2^-p of round-to-nearest.
 inline double unit_roundoff(DType t) { return std::ldexp(1.0, -significand_bits(t)); }
 
+// Largest finite value of the dtype.
+inline double largest_finite(DType t) {
+  switch (t) {
+    case DType::fp64: return 0x1.fffffffffffffp1023;
+    case DType::fp32: return 0x1.fffffep127;
+    case DType::bf16: return 0x1.fep127;
+    case DType::fp16: return 65504.0;
+  }
+  return 0;
+}
+
 constexpr std::string_view name(DType t) {
   switch (t) {
     case DType::fp64: return "fp64";

@@ -129,11 +129,15 @@ Fill parse_fill(std::string_view text, std::uint64_t seed) {
   for (FillKind k : kKinds)
     if (name(k) == kind) { f = defaults(k, seed); found = true; }
   if (!found) throw InputError("fill", "unknown generator '" + kind + "' (uniform, signed, positive, lattice, gn_exact, gn_sweep)");
+  std::vector<std::string> given;
   if (colon != std::string::npos) {
     std::stringstream ss(s.substr(colon + 1));
     for (std::string kv; std::getline(ss, kv, ',');) {
       const auto eq = kv.find('=');
       const std::string key = kv.substr(0, eq);
+      if (std::find(given.begin(), given.end(), key) != given.end())
+        throw InputError("fill." + key, "given twice in '" + s + "'");
+      given.push_back(key);
       const auto allowed = params_of(f.kind);
       if (eq == std::string::npos || std::find(allowed.begin(), allowed.end(), key) == allowed.end())
         throw InputError("fill", "'" + kv + "' is not a parameter of " + kind);
@@ -141,6 +145,13 @@ Fill parse_fill(std::string_view text, std::uint64_t seed) {
       if (!v) throw InputError("fill." + key, "expected a decimal number, got '" + kv.substr(eq + 1) + "'");
       set_param(f, key, *v, "fill." + key);
     }
+  }
+  // A range is given whole or not at all: one end alone would silently pair
+  // with the other's default.
+  if (f.kind == FillKind::uniform) {
+    const bool lo = std::find(given.begin(), given.end(), "lo") != given.end();
+    const bool hi = std::find(given.begin(), given.end(), "hi") != given.end();
+    if (lo != hi) throw InputError(std::string("fill.") + (lo ? "hi" : "lo"), "missing: uniform takes lo and hi together");
   }
   check_fill(f, "fill");
   return f;
@@ -150,8 +161,12 @@ std::string fill_string(const Fill& f) {
   std::string s(name(f.kind));
   const Fill d = defaults(f.kind, f.seed);
   std::string params;
+  // uniform's range prints whole when either end differs (parse_fill
+  // refuses one end alone).
+  const bool range = f.kind == FillKind::uniform &&
+                     (param_value(f, "lo") != param_value(d, "lo") || param_value(f, "hi") != param_value(d, "hi"));
   for (const auto& p : params_of(f.kind))
-    if (param_value(f, p) != param_value(d, p))
+    if (param_value(f, p) != param_value(d, p) || (range && (p == "lo" || p == "hi")))
       params += (params.empty() ? "" : ",") + p + "=" + format_double(param_value(f, p));
   return params.empty() ? s : s + ":" + params;
 }

@@ -1,6 +1,7 @@
 #include "reference/json.hpp"
 
 #include <climits>
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -108,6 +109,11 @@ class TrackingSax {
 }  // namespace
 
 std::int64_t as_int64(const json& v, const std::string& field) {
+  // An integer literal beyond 64 bits is parsed as a float: it is an integer
+  // all the same, and out of range.
+  if (v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>() &&
+      std::fabs(v.get<double>()) >= 0x1p63)
+    throw InputError(field, "integer out of range: " + v.dump());
   if (!v.is_number_integer()) throw InputError(field, "expected an integer, got " + brief(v));
   if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
     throw InputError(field, "integer out of range: " + v.dump());

@@ -1,5 +1,6 @@
 #include "reference/npy.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -49,8 +50,48 @@ void atomic_write(const std::string& path, WriteFn&& write) {
 
 }  // namespace
 
+int open_nonregular_for_writing(const std::string& path) {
+  // Non-blocking, so that a FIFO without a reader is refused (ENXIO) instead
+  // of blocking the run; blocking again for the write itself.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENXIO) throw InputError(path, "the FIFO has no reader (start the reader first)");
+    throw InputError(path, "cannot open for writing: " + std::string(std::strerror(errno)));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+void write_all(int fd, const std::string& path, const std::string& contents) {
+  std::size_t done = 0;
+  while (done < contents.size()) {
+    const ssize_t k = ::write(fd, contents.data() + done, contents.size() - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      const int err = errno;
+      ::close(fd);
+      throw InputError(path, "write failed: " + std::string(std::strerror(err)));
+    }
+    done += static_cast<std::size_t>(k);
+  }
+  if (::close(fd) != 0) throw InputError(path, "write failed at close: " + std::string(std::strerror(errno)));
+}
+
 void write_file_atomic(const std::string& path, const std::string& contents) {
-  atomic_write(path, [&](std::ofstream& out) { out.write(contents.data(), static_cast<std::streamsize>(contents.size())); });
+  std::error_code ec;
+  std::string target = path;
+  if (fs::symlink_status(path, ec).type() == fs::file_type::symlink) {
+    target = fs::canonical(path, ec).string();
+    if (ec) throw InputError(path, "the symbolic link cannot be resolved: " + ec.message());
+  }
+  const fs::file_type type = fs::status(target, ec).type();
+  if (type == fs::file_type::directory) throw InputError(path, "is a folder; a file is expected");
+  if (type != fs::file_type::not_found && type != fs::file_type::regular && type != fs::file_type::none) {
+    // A device or FIFO is written through, never replaced.
+    write_all(open_nonregular_for_writing(target), path, contents);
+    return;
+  }
+  atomic_write(target, [&](std::ofstream& out) { out.write(contents.data(), static_cast<std::streamsize>(contents.size())); });
 }
 
 void write_npy(const std::string& path, const TensorView& t) {

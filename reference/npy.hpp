@@ -33,7 +33,18 @@ inline constexpr std::size_t kMaxNpyHeader = std::size_t{1} << 20;
 // not a regular file, a symbolic-link loop, unreadable.
 std::ifstream open_regular_file(const std::string& path, std::uintmax_t& size);
 
-// Writes `contents` to path atomically (temporary file + rename).
+// Writes `contents` to path: a regular file (or a missing one) atomically
+// (temporary file in its folder, then rename); a symbolic link is never
+// replaced (what it points to is written); a device or FIFO is written
+// through, never replaced, a FIFO only when it has a reader. Every failure
+// (open, write, close, rename) is an InputError naming the path.
 void write_file_atomic(const std::string& path, const std::string& contents);
+
+// Opens a device or FIFO for writing without blocking: a FIFO with no reader
+// is an InputError (ENXIO) rather than a hang. Returns a blocking descriptor.
+int open_nonregular_for_writing(const std::string& path);
+// Writes all of `contents` to `fd` and closes it; a failure is an InputError
+// naming `path`.
+void write_all(int fd, const std::string& path, const std::string& contents);
 
 }  // namespace kgate

@@ -133,6 +133,10 @@ void ConvProblem::validate() const {
                   std::to_string(output_padding[a]));
     }
   }
+  // One problem, one name: bwd_data reads dy and w only; the bias gradient
+  // is bwd_weight's db.
+  require(!(bias && dir == ConvDir::bwd_data), "bias",
+          "bwd_data has no bias tensor (the bias gradient db is computed by bwd_weight): drop `bias`");
   switch (form) {
     case ShapeForm::logical:
       for (int a = 0; a < 3; ++a) require(halo[a] == 0, field("halo", a), "must be 0 in logical form");
@@ -241,6 +245,11 @@ void GroupNormProblem::validate() const {
           "must divide c (" + std::to_string(c) + "), got " + std::to_string(groups));
   for (int a = 0; a < 3; ++a) require_range(spatial[a], 1, kMaxExtent, field("spatial", a));
   require(std::isfinite(eps) && eps > 0.0, "eps", "must be finite and > 0");
+  // The kernels add eps in fp32: below fp32's smallest normal it is lost or
+  // rounded (5e-324 is 0 in fp32), and a correct kernel's rstd of a constant
+  // group is Inf where the fp64 reference's is finite.
+  require(eps >= 0x1p-126, "eps", "must be at least 2^-126 (fp32's smallest normal, about 1.18e-38): the kernels add it in fp32");
+  require(eps <= 0x1p100, "eps", "must be at most 2^100 (var + eps and its rsqrt stay in fp32's range)");
   require(src != DType::fp64 || dst == DType::fp64, "dst", "fp64 input needs fp64 output");
   checked_bytes(inputs(), outputs());
 }

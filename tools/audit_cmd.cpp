@@ -1,3 +1,4 @@
+#include "tools/options.hpp"
 #include "tools/audit_cmd.hpp"
 
 #include <unistd.h>
@@ -9,11 +10,13 @@
 
 #include "determinism/audit_env.hpp"
 #include "kernels/api.hpp"
+#include "kernels/runtime/common.hpp"
 #include "reference/descriptor.hpp"
 #include "reference/error.hpp"
 #include "reference/npy.hpp"
 #include "tools/bitwise_cmd.hpp"
 #include "tools/files.hpp"
+#include "tools/gate.hpp"
 #include "tools/verify.hpp"
 
 namespace kgate {
@@ -79,8 +82,8 @@ CLI::App* add_audit_command(CLI::App& app, AuditCli& cli) {
       ->check(CLI::Range(determinism::kMinControlRuns, 100000))->capture_default_str();
   c->add_flag("--no-noise", cli.no_noise, "no concurrent noise");
   c->add_flag("--no-bitwise", cli.no_bitwise, "leave the bitwise corpus's problems out");
-  c->add_option("--seed", cli.audit.seed, "seed of the signed fill")->capture_default_str();
-  c->add_option("--report", cli.report, "JSON report ('' writes none)")->capture_default_str();
+  options::add_seed(*c, cli.audit.seed, "seed of the signed fill");
+  options::add_report(*c, "--report", cli.report, "JSON report ('' writes none)");
   c->add_flag("--print-digests", cli.print_digests, "fresh-process mode: print each problem's digests as JSON")
       ->group("");
   c->add_flag("--print-plans", cli.print_plans, "fresh-process mode: print each problem's launch plan as JSON")
@@ -135,6 +138,8 @@ int run_audit_command(AuditCli cli) {
     });
   } catch (const InputError&) {
     throw;
+  } catch (const rt::Unavailable& e) {
+    throw gate::environment_error(e.what());
   } catch (const std::exception& e) {
     // A kernel or fresh-process failure the audit could not attribute to one
     // problem: the audit failed.

@@ -1,3 +1,4 @@
+#include "tools/options.hpp"
 #include "tools/bench_cmd.hpp"
 
 #include <fcntl.h>
@@ -187,9 +188,9 @@ class RefArm : public Arm {
 // mma_sm90 model (16 products per instruction, truncated) for a bf16/fp16
 // convolution, whose library runs it on tensor cores, and IEEE
 // round-to-nearest otherwise. A convolution's bias is added to the library's
-// rounded output (PyTorch adds it after cuDNN's convolution: on the H200
-// every bf16 conv_transpose3d output with bias equals
-// bf16(bf16(convolution) + bias)), one rounding more.
+// rounded output (PyTorch adds it after cuDNN's convolution, in the output
+// dtype: a bf16 output with bias is bf16(bf16(convolution) + bias)), one
+// rounding more.
 kernels::Plan vendor_plan(const Problem& p) {
   kernels::Plan pl = kernels::plan(p);
   const auto* c = std::get_if<ConvProblem>(&p);
@@ -426,7 +427,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchCli& cli) {
   c->add_option("--config", cli.selection.configs, "configurations (with --corpus)")->capture_default_str();
   c->add_option("--filter", cli.selection.filters, "KEY=VALUE (with --corpus); repeatable");
   c->add_flag("--full", cli.selection.full, "full extents (with --corpus)");
-  c->add_option("--flop-budget", cli.selection.flop_budget, "reduced extents (with --corpus)")->capture_default_str();
+  options::add_flop_budget(*c, cli.selection.flop_budget, "reduced extents (with --corpus)");
   c->add_option("--arm", cli.arms, "arms in order, the first is the ratios' base: kgate ref torch torch-det")
       ->check(CLI::IsMember({"kgate", "ref", "torch", "torch-det"}))
       ->capture_default_str();
@@ -444,9 +445,9 @@ CLI::App* add_bench_command(CLI::App& app, BenchCli& cli) {
                 "kgate arm: graph (replay a captured graph), plain, or auto (graph below 1 ms per sequence)")
       ->check(CLI::IsMember({"auto", "graph", "plain"}))->capture_default_str();
   c->add_flag("--ceilings", cli.ceilings, "also print the streaming ceilings (read, write, widening, single-read bound)");
-  c->add_option("--seed", cli.seed, "seed of the signed fill")->capture_default_str();
-  c->add_option("--json", cli.json, "JSON report ('' writes none)")->capture_default_str();
-  c->add_option("--svg", cli.svg, "SVG plot of the ratios with their intervals");
+  options::add_seed(*c, cli.seed, "seed of the signed fill");
+  options::add_report(*c, "--json", cli.json, "JSON report ('' writes none)");
+  options::add_report(*c, "--svg", cli.svg, "SVG plot of the ratios with their intervals");
   c->add_option("--python", cli.python, "Python interpreter for the torch arms")->capture_default_str();
   c->add_option("--torch-driver", cli.torch_driver, "the torch arms' driver")->capture_default_str();
   return c;

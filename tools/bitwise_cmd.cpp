@@ -24,7 +24,7 @@ namespace kgate {
 std::string bitwise_default_path() { return data::path("corpus/bitwise.json"); }
 
 std::string BitwiseResult::repro() const {
-  return "kgate check '" + descriptor + "' --fill " + fill + " --seed " + std::to_string(seed);
+  return gate::command_prefix() + " check '" + descriptor + "' --fill " + fill + " --seed " + std::to_string(seed);
 }
 
 nlohmann::json BitwiseResult::to_json() const {
@@ -39,8 +39,9 @@ int bitwise_make(const std::string& path, bool check) {
                                 "run `kgate bitwise make` to update it");
 }
 
-std::vector<BitwiseResult> bitwise_results(const std::string& path) {
-  const auto entries = corpus::load_bitwise(path);
+std::vector<BitwiseResult> bitwise_results(const std::string& path) { return bitwise_results(corpus::load_bitwise(path), std::cout); }
+
+std::vector<BitwiseResult> bitwise_results(const std::vector<corpus::BitwiseEntry>& entries, std::ostream& log) {
   std::vector<BitwiseResult> results;
   for (const auto& e : entries) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -87,20 +88,24 @@ std::vector<BitwiseResult> bitwise_results(const std::string& path) {
       throw gate::RunError(e.descriptor + ": out of memory in the bitwise corpus; an error of the run, not a verdict");
     } catch (const rt::OutOfMemory& oom) {
       throw gate::RunError(e.descriptor + ": " + oom.what() + " in the bitwise corpus; an error of the run, not a verdict");
+    } catch (const rt::Unavailable& ex) {
+      throw gate::environment_error(ex.what());
     } catch (const std::exception& ex) {
       r.state = oracle::State::failed;
       out << "bitwise: " << e.descriptor << ": kernel run failed: " << ex.what() << "\n";
     }
     r.detail = out.str();
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r.state == oracle::State::failed) std::cout << r.detail << "  repro: " << r.repro() << "\n" << std::flush;
+    if (r.state == oracle::State::failed) log << r.detail << "  repro: " << r.repro() << "\n" << std::flush;
     results.push_back(std::move(r));
   }
   return results;
 }
 
 int bitwise_run(const std::string& path, bool require_all) {
-  const auto results = bitwise_results(path);
+  const auto entries = corpus::load_bitwise(path);
+  if (entries.empty()) std::cout << "bitwise: " << path << " has no entries: nothing to check\n";
+  const auto results = bitwise_results(entries, std::cout);
   Tally t;
   for (const auto& r : results) t.add(r.state);
   std::cout << "bitwise: " << results.size() << " entries, " << t.passed << " passed, " << t.failed << " failed, "

@@ -1,11 +1,13 @@
 // `kgate bitwise make|run`: the bitwise corpus's commands.
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "corpus/bitwise.hpp"
 #include "oracles/oracle.hpp"
 
 namespace kgate {
@@ -30,6 +32,9 @@ int bitwise_make(const std::string& path, bool check);
 // descriptor, the fill and seed, and the first differing elements. Entries
 // without a kernel are unimplemented.
 std::vector<BitwiseResult> bitwise_results(const std::string& path);
+// The same on entries already loaded (corpus::load_bitwise, so that a bad
+// file is refused before any other work); mismatches are printed to `log`.
+std::vector<BitwiseResult> bitwise_results(const std::vector<corpus::BitwiseEntry>& entries, std::ostream& log);
 // `kgate bitwise run`: the results and a summary line. Exit code: 1 when an
 // entry failed (or, with require_all, lacks a kernel), 3 when entries lack a
 // kernel, else 0.

@@ -8,9 +8,11 @@
 
 #include "determinism/audit.hpp"
 #include "kernels/api.hpp"
+#include "kernels/runtime/common.hpp"
 #include "reference/descriptor.hpp"
 #include "reference/error.hpp"
 #include "tools/files.hpp"
+#include "tools/gate.hpp"
 #include "tools/options.hpp"
 #include "tools/summary.hpp"
 
@@ -92,10 +94,9 @@ CLI::App* add_digests_command(CLI::App& app, DigestsCli& cli) {
   c->add_option("descriptor", cli.descriptors,
                 "problems (default: the --expect file's, else the bitwise and reduced corpus problems)");
   add_corpora_options(*c, cli.selection, cli.bitwise);
-  c->add_option("--seed", cli.seed, "seed of the signed fill (with --expect: the file's)")
-      ->check(options::unsigned64())
+  options::add_seed(*c, cli.seed, "seed of the signed fill (with --expect: the file's)")
       ->each([&cli](const std::string&) { cli.seed_given = true; });
-  c->add_option("--out", cli.out, "write the digests to this file ('-': standard output)");
+  options::add_report(*c, "--out", cli.out, "write the digests to this file ('-': standard output)");
   c->add_option("--expect", cli.expect, "compare with the digests of this file (written by kgate digests --out)");
   c->footer(exit_codes_help);
   return c;
@@ -166,6 +167,8 @@ int run_digests_command(DigestsCli cli) {
     } else {
       try {
         digests = determinism::digests_once(p, cli.seed);
+      } catch (const rt::Unavailable& e) {
+        throw gate::environment_error(e.what());
       } catch (const std::exception& e) {
         verdict = "FAILED: the kernel did not run: " + short_reason(e.what());
         ++differ;

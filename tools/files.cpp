@@ -1,5 +1,6 @@
 #include "tools/files.hpp"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "reference/error.hpp"
 #include "reference/npy.hpp"
@@ -53,6 +55,27 @@ fs::file_status status_of(const std::string& path, const std::string& flag) {
 std::string folder_of(const std::string& path) {
   const fs::path parent = fs::path(path).parent_path();
   return parent.empty() ? "." : parent.string();
+}
+
+// Devices and FIFOs that output_file opened, by path, until
+// write_output_file writes them: a FIFO's reader must not see end-of-file
+// between the check before a run and the report after it.
+std::map<std::string, int>& held() {
+  static std::map<std::string, int> fds;
+  return fds;
+}
+
+// A file replaced by a rename needs a folder that takes a new file: access()
+// says yes for root on file systems that refuse any new file (/proc, /sys),
+// so a temporary file is created there and removed.
+void probe_folder(const std::string& path, const std::string& flag) {
+  const std::string probe = path + ".probe." + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw InputError(flag, "cannot write " + quoted(path) + ": its folder " + quoted(folder_of(path)) +
+                               " does not take a new file (" + std::strerror(errno) + ")");
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 }  // namespace
@@ -105,41 +128,65 @@ void output_file(const std::string& path, const std::string& flag) {
       if (d.type() != fs::file_type::directory)
         throw InputError(flag, "cannot create " + quoted(path) + ": the folder " + quoted(dir) + " does not exist");
       require_access(dir, W_OK | X_OK, flag, "is not a writable folder");
+      probe_folder(path, flag);
       return;
     }
     case fs::file_type::regular:
       require_access(path, W_OK, flag, "is not writable");
       // Replaced by a rename: the folder must take a new file.
       require_access(folder_of(path), W_OK | X_OK, flag, "is not a writable folder (the report is replaced atomically)");
+      probe_folder(path, flag);
       return;
     case fs::file_type::directory: throw InputError(flag, quoted(path) + " is a folder; a file is expected");
     case fs::file_type::socket: throw InputError(flag, quoted(path) + " is a socket; a file is expected");
-    default: require_access(path, W_OK, flag, "is not writable"); return;  // device, FIFO: written through
+    default: {  // device, FIFO: written through; a FIFO needs a reader now
+      require_access(path, W_OK, flag, "is not writable");
+      if (held().count(path)) return;
+      try {
+        held()[path] = open_nonregular_for_writing(path);  // kept open: the reader stays until the report
+      } catch (const InputError& e) {
+        throw InputError(flag, e.what());
+      }
+      return;
+    }
   }
 }
 
 void write_output_file(const std::string& path, const std::string& contents, const std::string& flag) {
   if (path == "-") {
     std::cout << contents << std::flush;
+    if (!std::cout) throw InputError(flag, "writing to standard output failed");
     return;
   }
-  std::string target = path;
+  try {
+    if (auto it = held().find(path); it != held().end()) {
+      const int fd = it->second;
+      held().erase(it);
+      write_all(fd, path, contents);
+      return;
+    }
+    write_file_atomic(path, contents);
+  } catch (const InputError& e) {
+    throw InputError(flag, e.what());
+  }
+}
+
+std::string identity(const std::string& path) {
+  if (path == "-") return "-";
   std::error_code ec;
-  if (fs::symlink_status(path, ec).type() == fs::file_type::symlink) {
-    target = fs::canonical(path, ec).string();
-    if (ec) throw InputError(flag, "the symbolic link " + quoted(path) + " cannot be resolved: " + ec.message());
-  }
-  const fs::file_type type = fs::symlink_status(target, ec).type();
-  if (type == fs::file_type::not_found || type == fs::file_type::regular) {
-    write_file_atomic(target, contents);
-    return;
-  }
-  if (type == fs::file_type::directory) throw InputError(flag, quoted(path) + " is a folder; a file is expected");
-  std::ofstream out(target, std::ios::binary);
-  if (!out) throw InputError(flag, "cannot open " + quoted(path) + " for writing: " + std::strerror(errno));
-  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-  out.flush();
-  if (!out) throw InputError(flag, "writing " + quoted(path) + " failed: " + std::strerror(errno));
+  const fs::path p = fs::weakly_canonical(path, ec);
+  return ec ? path : p.string();
+}
+
+void distinct_outputs(const std::vector<std::pair<std::string, std::string>>& flag_paths) {
+  for (std::size_t i = 0; i < flag_paths.size(); ++i)
+    for (std::size_t j = i + 1; j < flag_paths.size(); ++j) {
+      const auto& [fa, pa] = flag_paths[i];
+      const auto& [fb, pb] = flag_paths[j];
+      if (pa.empty() || pb.empty() || identity(pa) != identity(pb)) continue;
+      if (pa != "-" && fs::exists(pa) && !fs::is_regular_file(pa)) continue;  // e.g. both /dev/null
+      throw InputError(fb, "names the same file as " + fa + " (" + quoted(pa) + "): each report needs its own");
+    }
 }
 
 }  // namespace kgate::files

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kgate::files {
 
@@ -24,7 +26,9 @@ void input_file(const std::string& path, const std::string& flag);
 // standard output; an existing regular file, or a missing one, needs a
 // writable file (and folder, for the rename); a symbolic link is judged by
 // what it points to (a dangling link or a loop is refused); any other
-// existing file (a device such as /dev/null, a FIFO) must be writable.
+// existing file (a device such as /dev/null, a FIFO) must be writable, and
+// a FIFO must have a reader. A file replaced by a rename needs a folder that
+// takes a new file (checked by creating and removing one: /proc refuses).
 void output_file(const std::string& path, const std::string& flag);
 
 // Writes a report checked by output_file. "-" writes to standard output. A
@@ -33,5 +37,11 @@ void output_file(const std::string& path, const std::string& flag);
 // points to is written (atomically when that is a regular file). Any other
 // existing file (device, FIFO) is written through, never replaced.
 void write_output_file(const std::string& path, const std::string& contents, const std::string& flag);
+
+// Output flags that must not name one file (--report and --junit, both "-"):
+// pairs of (flag, path), empty paths ignored; two devices that are not
+// regular files (e.g. /dev/null) may be shared. InputError naming the later
+// flag.
+void distinct_outputs(const std::vector<std::pair<std::string, std::string>>& flag_paths);
 
 }  // namespace kgate::files

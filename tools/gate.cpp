@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <fstream>
 #include <new>
+#include <set>
 #include <system_error>
 
 #include "kernels/api.hpp"
@@ -23,15 +25,32 @@ namespace kgate::gate {
 bool is_failure(State s) { return s == State::failed || s == State::untrusted || s == State::invalid; }
 
 State verdict(const oracle::Report& r) {
-  if (r.state == State::untrusted && r.trust.ref_zero_fraction > oracle::Options{}.max_ref_zero_fraction)
-    return State::passed;
+  if (r.state == State::untrusted && r.trust.proves_nothing) return State::passed;
   return r.state;
+}
+
+bool proves(const oracle::Report& r) { return r.state == State::passed; }
+
+std::string identically_zero(const Problem& p, Role output) {
+  const auto* g = std::get_if<GroupNormProblem>(&p);
+  if (!g || g->group_size() != 1) return {};
+  // A group of one element: x - mean = 0, so y = beta, dx = r g dy - r g dy
+  // and dgamma = sum r dy (x - mean).
+  if (g->dir == GnDir::bwd && output == Role::dx) return "groups of one element: dx = r gamma dy - r gamma dy";
+  if (g->dir == GnDir::bwd && output == Role::dgamma) return "groups of one element: dgamma = sum r dy (x - mean)";
+  if (g->dir == GnDir::fwd && output == Role::y && !g->affine) return "groups of one element without affine: y = x - mean";
+  return {};
 }
 
 std::string dtype_label(const Problem& p) {
   if (const auto* c = std::get_if<ConvProblem>(&p)) return std::string(name(c->src)) + ":" + std::string(name(c->dst));
   const auto& g = std::get<GroupNormProblem>(p);
   return std::string(name(g.src)) + ":" + std::string(name(g.dst));
+}
+
+RunError environment_error(const std::string& cause) {
+  return RunError(std::string("this machine cannot run the ") + kernels::backend_name() + " kernels: " + cause +
+                  " (an error of the environment, not a verdict on the kernel)");
 }
 
 std::vector<Fill> default_fills(const Problem& p, std::uint64_t seed) {
@@ -57,31 +76,25 @@ std::string digests_of(const std::map<Role, Tensor>& m) {
 
 }  // namespace
 
-std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
-                              const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got,
-                              const std::function<void(const char*)>& phase) {
-  std::vector<RoleResult> out;
+References references(const Problem& p, const std::map<Role, Tensor>& in) {
   const ref::Inputs rin = ref::refs(in);
-  phase("reference");
-  auto plan_of = [&](Role r) {
-    auto it = plan.reduction.find(std::string(name(r)));
-    if (it == plan.reduction.end()) throw std::logic_error("plan declares no reduction for " + std::string(name(r)));
-    return it->second;
-  };
-  if (const auto* c = std::get_if<ConvProblem>(&p)) {
-    const ref::Outputs want = ref::run_reference(p, rin, ref::Impl::fast);
-    const ref::Outputs abs = ref::abs_companion(p, rin);
-    phase("oracle");
-    const Tensor* bias = c->bias && c->dir == ConvDir::fwd ? &in.at(Role::b) : nullptr;
-    for (const auto& s : outputs(p))
-      out.push_back({std::string(name(s.role)), oracle::compare_conv(*c, s.role, want.at(s.role), abs.at(s.role),
-                                                                     got.at(s.role), plan_of(s.role), fill, bias)});
-    return out;
-  }
-  const auto& g = std::get<GroupNormProblem>(p);
-  const ref::Outputs want = ref::run_reference(p, rin, ref::Impl::fast);
-  const ref::GroupNormCompanion comp = ref::groupnorm_companion(g, rin);
-  phase("oracle");
+  References r;
+  r.want = ref::run_reference(p, rin, ref::Impl::fast);
+  if (std::holds_alternative<ConvProblem>(p)) r.abs = ref::abs_companion(p, rin);
+  else r.companion = ref::groupnorm_companion(std::get<GroupNormProblem>(p), rin);
+  return r;
+}
+
+namespace {
+
+const ReductionPlan& reduction_of(const kernels::Plan& plan, Role r) {
+  auto it = plan.reduction.find(std::string(name(r)));
+  if (it == plan.reduction.end()) throw std::logic_error("plan declares no reduction for " + std::string(name(r)));
+  return it->second;
+}
+
+oracle::GroupNormInputs groupnorm_inputs(const GroupNormProblem& g, const std::map<Role, Tensor>& in,
+                                         const References& refs) {
   oracle::GroupNormInputs gi;
   gi.x = &in.at(Role::x);
   if (g.affine) {
@@ -89,18 +102,66 @@ std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const
     gi.beta = &in.at(Role::beta);
   }
   if (g.dir == GnDir::fwd) {
-    gi.mean = &comp.mean;
-    gi.rstd = &comp.rstd;
-    gi.var = &comp.var;
+    gi.mean = &refs.companion.mean;
+    gi.rstd = &refs.companion.rstd;
+    gi.var = &refs.companion.var;
   } else {
     gi.dy = &in.at(Role::dy);
     gi.mean = &in.at(Role::mean);
     gi.rstd = &in.at(Role::rstd);
   }
+  return gi;
+}
+
+}  // namespace
+
+void check_range(const Problem& p, const Fill& fill, const std::map<Role, Tensor>& in, const References& refs) {
+  std::string why;
+  for (const auto& s : inputs(p))
+    if (why.empty() && !s.derived) why = oracle::nonfinite_input(s.role, in.at(s.role));
+  const kernels::Plan plan = kernels::plan(p);
+  if (why.empty()) {
+    if (std::holds_alternative<ConvProblem>(p)) {
+      for (const auto& s : outputs(p))
+        if (why.empty()) why = oracle::conv_range(s.role, refs.abs.at(s.role), reduction_of(plan, s.role));
+    } else {
+      const auto& g = std::get<GroupNormProblem>(p);
+      const Role r = g.dir == GnDir::fwd ? Role::y : Role::dx;
+      why = oracle::groupnorm_range(g, groupnorm_inputs(g, in, refs), reduction_of(plan, r));
+    }
+  }
+  if (!why.empty())
+    throw InputError("--fill", fill_string(fill) + " seed " + std::to_string(fill.seed) + " on '" + to_descriptor(p) +
+                                   "': " + why + "; no kernel was run");
+}
+
+std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
+                              const std::map<Role, Tensor>& in, const References& refs,
+                              const std::map<Role, Tensor>& got) {
+  std::vector<RoleResult> out;
+  if (const auto* c = std::get_if<ConvProblem>(&p)) {
+    const Tensor* bias = c->bias && c->dir == ConvDir::fwd ? &in.at(Role::b) : nullptr;
+    for (const auto& s : outputs(p))
+      out.push_back({std::string(name(s.role)),
+                     oracle::compare_conv(*c, s.role, refs.want.at(s.role), refs.abs.at(s.role), got.at(s.role),
+                                          reduction_of(plan, s.role), fill, bias)});
+    return out;
+  }
+  const auto& g = std::get<GroupNormProblem>(p);
+  const oracle::GroupNormInputs gi = groupnorm_inputs(g, in, refs);
   for (const auto& s : outputs(p))
-    out.push_back({std::string(name(s.role)),
-                   oracle::compare_groupnorm(g, s.role, want.at(s.role), got.at(s.role), gi, plan_of(s.role), fill)});
+    out.push_back({std::string(name(s.role)), oracle::compare_groupnorm(g, s.role, refs.want.at(s.role), got.at(s.role),
+                                                                        gi, reduction_of(plan, s.role), fill)});
   return out;
+}
+
+std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
+                              const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got,
+                              const std::function<void(const char*)>& phase) {
+  phase("reference");
+  const References refs = references(p, in);
+  phase("oracle");
+  return judge(p, plan, fill, in, refs, got);
 }
 
 namespace {
@@ -136,6 +197,7 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
   }
   const kernels::Plan plan = kernels::plan(p);
   r.plan = kernels::to_string(plan);
+  std::set<std::string> proven;  // outputs some fill verified
   for (const Fill& f : fills) {
     FillResult fr;
     fr.fill = f;
@@ -146,6 +208,9 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
     try {
       enter("inputs");
       const auto in = ref::make_inputs(p, f);
+      enter("reference");
+      const References refs = references(p, in);
+      check_range(p, f, in, refs);
       enter("kernel");
       const auto got = kernels::run(p, plan, kernels::pointers(in));
       fr.digest = digests_of(got);
@@ -160,15 +225,20 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
           break;
         }
       }
-      fr.roles = judge(p, plan, f, in, got, enter);
+      enter("oracle");
+      fr.roles = judge(p, plan, f, in, refs, got);
       for (const auto& rr : fr.roles) {
         fr.state = worse(fr.state, verdict(rr.report));
-        if (rr.report.state != verdict(rr.report))
-          fr.detail += (fr.detail.empty() ? "" : "; ") + rr.role + ": reference all zeros (proves nothing)";
+        if (proves(rr.report)) proven.insert(rr.role);
+        else if (rr.report.trust.proves_nothing && verdict(rr.report) == State::passed)
+          fr.detail += (fr.detail.empty() ? "" : "; ") + rr.role + ": not verified by this fill (" +
+                       rr.report.trust.reason + ")";
         fr.worst_margin = std::max(fr.worst_margin, rr.report.tier2.max_margin);
       }
     } catch (const InputError&) {
       throw;
+    } catch (const rt::Unavailable& e) {
+      throw environment_error(e.what());
     } catch (const std::bad_alloc&) {
       throw RunError(out_of_memory(p, r.descriptor));
     } catch (const rt::OutOfMemory& e) {
@@ -184,6 +254,26 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
     r.state = worse(r.state, fr.state);
     r.worst_margin = std::max(r.worst_margin, fr.worst_margin);
     r.fills.push_back(std::move(fr));
+  }
+  // A problem is verified only where every output was: an output that every
+  // fill left unproven (all zeros, or clamped, whatever the kernel returns)
+  // is untrusted, never passed.
+  if (r.state == State::passed) {
+    std::string unproven;
+    for (const auto& s : outputs(p)) {
+      if (proven.count(std::string(name(s.role)))) continue;
+      if (const std::string why = identically_zero(p, s.role); !why.empty()) {
+        r.reason += (r.reason.empty() ? "" : "; ") + std::string(name(s.role)) + " is zero for every input (" + why +
+                    "): checked to be zero, which is all there is to verify";
+        continue;
+      }
+      unproven += (unproven.empty() ? "" : ", ") + std::string(name(s.role));
+    }
+    if (!unproven.empty()) {
+      r.state = State::untrusted;
+      r.reason = unproven + ": no fill verified " + (unproven.find(',') == std::string::npos ? "it" : "them") +
+                 " (under every fill the comparison proves nothing: see the trust lines)";
+    }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
@@ -227,13 +317,32 @@ nlohmann::json backend_settings() {
   return j;
 }
 
+std::string command_prefix() {
+  std::string env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    if (kv.rfind("KGATE_", 0) != 0 || kv.find('=') == std::string::npos) continue;
+    const std::string value = kv.substr(kv.find('=') + 1);
+    const bool plain = value.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/+=") == std::string::npos;
+    env += kv.substr(0, kv.find('=') + 1) + (plain && !value.empty() ? value : "'" + value + "'") + " ";
+  }
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return env + "kgate";
+  // kgate_mpi has no `check`: its repro lines name the kgate beside it
+  // (installed and built alike).
+  if (self.filename() == "kgate_mpi") self.replace_filename("kgate");
+  return env + self.string();
+}
+
 std::string Result::repro() const {
   const FillResult* worst = nullptr;
   for (const auto& f : fills)
     if (!worst || (is_failure(f.state) && !is_failure(worst->state)) ||
         (is_failure(f.state) == is_failure(worst->state) && f.worst_margin > worst->worst_margin))
       worst = &f;
-  std::string s = "kgate check '" + descriptor + "'";
+  std::string s = command_prefix() + " check '" + descriptor + "'";
   if (worst) s += " --fill " + fill_string(worst->fill) + " --seed " + std::to_string(worst->fill.seed);
   return s;
 }

@@ -15,7 +15,9 @@
 
 #include "kernels/api.hpp"
 #include "oracles/oracle.hpp"
+#include "reference/conv3d/ref.hpp"
 #include "reference/fill.hpp"
+#include "reference/groupnorm/ref_groupnorm.hpp"
 #include "reference/problem.hpp"
 
 namespace kgate::gate {
@@ -23,13 +25,21 @@ namespace kgate::gate {
 using oracle::State;
 bool is_failure(State s);
 
-// The verdict an output earns under one fill: the report's state, except that
-// "untrusted" only because the reference itself is (nearly) all zeros counts
-// as passed: every tier and the NaN/Inf check still had to pass, and such a
-// comparison proves nothing about any kernel (a group of one element, dgamma
-// of constant groups, y = beta = 0 without affine); the other fills pin that
-// output.
+// The verdict one comparison (one output under one fill) contributes: the
+// report's state, except that "untrusted" only because the comparison proves
+// nothing (TrustResult::proves_nothing: the reference is zero or within its
+// bound of zero nearly everywhere, e.g. dgamma of constant groups) does not
+// fail that fill: every tier and the NaN/Inf check still had to pass. Such an
+// output is not verified by that fill; evaluate() requires every output to be
+// proven by at least one fill, else the problem is untrusted (a failure).
 State verdict(const oracle::Report& r);
+// Whether the comparison verified the output: passed and not proves_nothing.
+bool proves(const oracle::Report& r);
+// Why `output` of p is zero for every input ("" when it is not): then no
+// fill can prove it (each comparison is against zeros) and none needs to;
+// the tiers still require the candidate to be zero. GroupNorm groups of one
+// element: backward dx and dgamma, and forward y without affine.
+std::string identically_zero(const Problem& p, Role output);
 
 struct RoleResult {
   std::string role;
@@ -69,19 +79,49 @@ class RunError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The RunError for a machine that cannot run this binary's kernels (no
+// driver, no device): one line naming the backend and the cause, and saying
+// it is the environment's error, not the kernel's.
+RunError environment_error(const std::string& cause);
+
 // Told the phase evaluate() enters, e.g. "kernel (fill signed seed 1)";
 // phases: inputs, kernel, rerun, reference, oracle.
 using PhaseFn = std::function<void(const std::string&)>;
 
+// The fp64 references of every output of p on inputs `in` and what the
+// oracle's bounds need beside them (the absolute companion for conv, the
+// statistics for GroupNorm).
+struct References {
+  ref::Outputs want;
+  ref::Outputs abs;                     // conv only
+  ref::GroupNormCompanion companion;    // GroupNorm only
+};
+References references(const Problem& p, const std::map<Role, Tensor>& in);
+
+// Inputs under which a correct kernel cannot be held to the fp64 reference
+// (oracle::range_problem: an input that overflowed its dtype, sums beyond
+// the accumulator's range): an InputError naming the fill, thrown before any
+// kernel runs.
+void check_range(const Problem& p, const Fill& fill, const std::map<Role, Tensor>& in, const References& refs);
+
 // The oracle's verdict on every output of p: `got` (in the outputs' dtypes)
-// against the fp64 reference on inputs `in`, bounds from plan.reduction.
+// against the fp64 references, bounds from plan.reduction.
+std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
+                              const std::map<Role, Tensor>& in, const References& refs,
+                              const std::map<Role, Tensor>& got);
+// The same, computing the references first.
 std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
                               const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got,
                               const std::function<void(const char*)>& phase = [](const char*) {});
 
 // Judges the kernel on one problem with each fill; `repeats` extra kernel
-// runs must reproduce the first run's digests bit for bit. A failed
-// allocation throws RunError; a kernel's own error is a failed verdict.
+// runs must reproduce the first run's digests bit for bit. Per fill: inputs,
+// references, check_range (bad input throws before the kernel runs), kernel,
+// reruns, oracle. The problem passes only if every fill passes and every
+// output is proven (gate::proves) by at least one fill; an output no fill
+// proves makes it untrusted, with the reason. A failed allocation, or an
+// environment that cannot run kernels (rt::Unavailable), throws RunError; a
+// kernel's own error is a failed verdict.
 Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats = 1, const PhaseFn& phase = {});
 
 // The bytes evaluate() holds at its peak for p, estimated from the tensor
@@ -100,6 +140,13 @@ double available_memory();
 // KGATE_LDS_CHECK environment). A bad environment value is an InputError
 // naming the variable.
 nlohmann::json backend_settings();
+
+// How a repro line starts: every KGATE_* environment variable of this
+// process (the emulator's target and model, the references' threads: what
+// can change a result), then the path of the binary that ran (kgate_mpi:
+// the kgate beside it), so that the line reruns the same backend without
+// kgate on PATH, e.g. "KGATE_HOST_TARGET=sm90 /opt/kgate/bin/kgate".
+std::string command_prefix();
 
 // "src:dst" label for tables.
 std::string dtype_label(const Problem& p);

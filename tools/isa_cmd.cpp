@@ -1,3 +1,4 @@
+#include "tools/options.hpp"
 #include "tools/isa_cmd.hpp"
 
 #include <cstdio>
@@ -135,15 +136,17 @@ CLI::App* add_isa_command(CLI::App& app, IsaCli& cli) {
   c->add_option("--name", cli.name, "name of the --source (file stem by default)");
   c->add_flag("--all", cli.all, "also the runtime's test kernels (conformance, probes)");
   c->add_option("--expect-instruction", cli.expect, "gfx942 instructions the ISA must contain (e.g. an MMA atom's v_mfma_*)");
-  c->add_option("--json", cli.json, "JSON report ('' writes none)")->capture_default_str();
+  options::add_report(*c, "--json", cli.json, "JSON report ('' writes none)");
+  c->add_option("--out", cli.out, "folder for the ISA and PTX files (default: the build tree's isa/)");
   return c;
 }
 
 int run_isa_command(const IsaCli& cli) {
+  files::input_file(cli.manifest, "--manifest");
   const nlohmann::json m = corpus::read_json(cli.manifest);
   const std::string root = m.at("root").get<std::string>();
-  const fs::path out = m.at("out_dir").get<std::string>();
-  fs::create_directories(out);
+  const fs::path out = cli.out.empty() ? fs::path(m.at("out_dir").get<std::string>()) : fs::path(cli.out);
+  files::output_folder(out.string(), cli.out.empty() ? "--manifest (out_dir)" : "--out");
   if (!cli.json.empty()) {  // its folder is created; both are checked before the compiles, not after them
     if (fs::path(cli.json).has_parent_path()) files::output_folder(fs::path(cli.json).parent_path().string(), "--json");
     files::output_file(cli.json, "--json");
@@ -169,6 +172,24 @@ int run_isa_command(const IsaCli& cli) {
     else if (cli.target == t) throw InputError("--target", t + ": this build found no compiler for it");
   }
   if (targets.empty()) throw InputError("--target", "this build has no device compiler (clang-19 for gfx942, nvcc)");
+  // The toolchain's pieces are the environment, not the kernels: a missing
+  // one is named before any compile (exit 2), never counted as a finding.
+  for (const auto& t : targets) {
+    const nlohmann::json& tc = m.at(t);
+    std::vector<fs::path> need;
+    if (t == "gfx942") {
+      need = {tc.at("clang").get<std::string>(), fs::path(tc.at("bitcode_dir").get<std::string>()) / "ocml.bc",
+              fs::path(tc.at("bitcode_dir").get<std::string>()) / "oclc_isa_version_942.bc"};
+    } else {
+      need = {tc.at("nvcc").get<std::string>()};
+    }
+    for (const auto& p : need)
+      if (!fs::exists(p))
+        throw InputError("toolchain", t + ": " + p.string() + " is missing" +
+                                          (p.filename() == "oclc_isa_version_942.bc"
+                                               ? " (the build generates it: ninja kgate_gfx942_bitcode)"
+                                               : ""));
+  }
 
   std::vector<Outcome> outcomes;
   int failures = 0;

@@ -18,6 +18,7 @@ struct IsaCli {
   bool all = false;                   // include the runtime's test kernels
   std::vector<std::string> expect;    // instructions the ISA must contain (gfx942)
   std::string json = "kgate-isa.json";
+  std::string out;                    // folder for the ISA and PTX files; default: the manifest's out_dir
 };
 
 CLI::App* add_isa_command(CLI::App& app, IsaCli& cli);

@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
   auto* gen = app.add_subcommand("gen", "Generate a problem's inputs as .npy files");
   gen->add_option("descriptor", descriptor, "problem descriptor (quote it)")->required();
   gen->add_option("--fill", fill, "generator: signed, positive, uniform:lo=..,hi=.., lattice, gn_exact, gn_sweep")->capture_default_str();
-  gen->add_option("--seed", seed, "generator seed")->check(options::unsigned64())->capture_default_str();
+  options::add_seed(*gen, seed);
   gen->add_option("--out", out, "output folder")->required();
 
   auto* corpus_cmd = app.add_subcommand("corpus", "The shapes corpus");
@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
   auto* check_cmd = app.add_subcommand("check", "Run one problem through kernel, reference and oracle");
   check_cmd->add_option("descriptor", descriptor, "problem descriptor (quote it)")->required();
   check_cmd->add_option("--fill", copt.fill, "generator (default: the exact fill, then signed)");
-  check_cmd->add_option("--seed", copt.seed, "generator seed")->check(options::unsigned64())->capture_default_str();
+  options::add_seed(*check_cmd, copt.seed);
   check_cmd->add_option("--backend", copt.backend, "auto | host | hip | cuda")
       ->check(CLI::IsMember({"auto", "host", "hip", "cuda"}))
       ->capture_default_str();
@@ -235,8 +235,7 @@ int main(int argc, char** argv) {
   check_cmd->add_option("--progress", copt.progress, "seconds between progress lines while it runs (0: none)")
       ->check(options::real_in(0, 86400))
       ->capture_default_str();
-  check_cmd->add_option("--memory-limit", copt.memory_limit, "bytes the run may use (default: MemAvailable)")
-      ->check(options::real_in(0, 1e30));
+  options::add_memory_limit(*check_cmd, copt.memory_limit);
   check_cmd->add_flag("--require-all", copt.require_all, "fail (exit 1) when the problem is unimplemented or skipped");
   check_cmd->footer(exit_codes_help);
 

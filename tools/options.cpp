@@ -54,4 +54,23 @@ CLI::Validator real_in(double lo, double hi) {
       "NUMBER in " + range_text(lo, hi), "real_in");
 }
 
+CLI::Option* add_seed(CLI::App& c, std::uint64_t& seed, const std::string& help) {
+  return c.add_option("--seed", seed, help)->check(unsigned64())->capture_default_str();
+}
+
+CLI::Option* add_flop_budget(CLI::App& c, double& budget, const std::string& help) {
+  return c.add_option("--flop-budget", budget, help)->check(real_in(1, 1e30))->capture_default_str();
+}
+
+CLI::Option* add_memory_limit(CLI::App& c, double& bytes) {
+  return c.add_option("--memory-limit", bytes, "bytes the run may use (0, the default: MemAvailable)")
+      ->check(real_in(0, 1e30));
+}
+
+CLI::Option* add_report(CLI::App& c, const std::string& flag, std::string& path, const std::string& help) {
+  CLI::Option* o = c.add_option(flag, path, help);
+  if (!path.empty()) o->capture_default_str();
+  return o;
+}
+
 }  // namespace kgate::options

@@ -19,4 +19,16 @@ CLI::Validator unsigned64();
 // A finite decimal number in [lo, hi] (no nan, no inf).
 CLI::Validator real_in(double lo, double hi);
 
+// The flags several subcommands share, each registered by one function so
+// that every subcommand reads it with the same validator and wording.
+// --seed: an unsigned 64-bit integer.
+CLI::Option* add_seed(CLI::App& c, std::uint64_t& seed, const std::string& help = "generator seed");
+// --flop-budget: a finite number in [1, 1e30] (reduced extents' cost cap).
+CLI::Option* add_flop_budget(CLI::App& c, double& budget, const std::string& help = "reduced extents: cost cap per problem");
+// --memory-limit: bytes in [0, 1e30]; 0 (the default) means MemAvailable.
+CLI::Option* add_memory_limit(CLI::App& c, double& bytes);
+// A report file flag (--report, --junit, --json, --svg, --out): its path,
+// '' writes none where the default is a file, '-' standard output.
+CLI::Option* add_report(CLI::App& c, const std::string& flag, std::string& path, const std::string& help);
+
 }  // namespace kgate::options

@@ -71,7 +71,8 @@ oracle::Report report_from_json(const json& j) {
              num(s.at("mean_signed_error")), num(s.at("max_abs_error")), s.at("count").get<std::int64_t>()};
   const json& t = j.at("trust");
   r.trust = {state_from_name(t.at("state").get<std::string>()), num(t.at("ref_zero_fraction")),
-             num(t.at("cand_zero_fraction")), t.at("reason").get<std::string>()};
+             num(t.at("cand_zero_fraction")), num(t.at("relu_clamped_fraction")),
+             t.at("proves_nothing").get<bool>(), t.at("reason").get<std::string>()};
   const json& n = j.at("nan_inf");
   r.specials = {state_from_name(n.at("state").get<std::string>()), n.at("nan_mismatch").get<std::int64_t>(),
                 n.at("inf_mismatch").get<std::int64_t>(), n.at("first_index").get<std::int64_t>(),

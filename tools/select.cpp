@@ -1,3 +1,4 @@
+#include "tools/options.hpp"
 #include "tools/select.hpp"
 
 #include <algorithm>
@@ -69,7 +70,7 @@ void add_corpora_options(CLI::App& c, Selection& s, std::string& bitwise) {
   c.add_option("--config", s.configs, "configurations (A B C D)")->capture_default_str();
   c.add_option("--filter", s.filters, "KEY=VALUE (op, dir, dtype, site, config, form); repeatable");
   c.add_flag("--full", s.full, "full extents");
-  c.add_option("--flop-budget", s.flop_budget, "reduced extents: cost cap per problem")->capture_default_str();
+  options::add_flop_budget(c, s.flop_budget);
 }
 
 }  // namespace kgate

@@ -12,8 +12,8 @@ void Tally::add(oracle::State s) {
 }
 
 std::string Tally::verdict(bool require_all) const {
-  if (failed > 0 || (require_all && not_verified() > 0)) return "failed";
-  return not_verified() > 0 ? "incomplete" : "passed";
+  if (failed > 0 || (require_all && (not_verified() > 0 || total() == 0))) return "failed";
+  return not_verified() > 0 || total() == 0 ? "incomplete" : "passed";
 }
 
 int Tally::exit_code(bool require_all) const {
@@ -28,6 +28,9 @@ std::string Tally::summary_line(bool require_all) const {
   if (failed > 0)
     return "FAILED: " + std::to_string(failed) + " of " + n + " checks failed, " + std::to_string(passed) +
            " passed, " + unverified;
+  if (total() == 0)
+    return std::string(require_all ? "FAILED" : "INCOMPLETE") +
+           ": nothing was checked (no problem or entry was selected)" + (require_all ? ", and --require-all is set" : "");
   if (not_verified() > 0 && require_all)
     return "FAILED: " + unverified + " of " + n + " checks, and --require-all is set; " + std::to_string(passed) +
            " passed";

@@ -4,7 +4,8 @@
 //   1  failed: a check failed (or, with --require-all, was not verified)
 //   2  error: bad input, or the run could not go on (e.g. out of memory)
 //   3  incomplete: nothing failed, but some checks were not verified
-//      (no kernel yet: unimplemented; declined by is_supported: skipped)
+//      (no kernel yet: unimplemented; declined by is_supported: skipped),
+//      or nothing was checked at all (an empty selection or corpus)
 #pragma once
 
 #include <string>

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "corpus/bitwise.hpp"
 #include "corpus/corpus_file.hpp"
 #include "reference/conv3d/conv_geometry.hpp"
 #include "reference/descriptor.hpp"
@@ -28,6 +29,7 @@
 #include "tools/options.hpp"
 #include "tools/summary.hpp"
 #include "tools/select.hpp"
+#include "tools/signals.hpp"
 
 namespace kgate {
 
@@ -41,20 +43,17 @@ void add_verify_options(CLI::App& cmd, VerifyOptions& opt) {
   cmd.add_option("--filter", opt.filters, "KEY=VALUE (op, dir, dtype, site, config, form); repeatable, all must match");
   cmd.add_option("--config", opt.configs, "configurations to run (A B C D, and plan: the kernels' boundary problems)")->capture_default_str();
   cmd.add_flag("--full", opt.full, "full extents (for GPU backends)");
-  cmd.add_option("--flop-budget", opt.flop_budget, "reduced extents: cost cap per problem")
-      ->check(options::real_in(1, 1e30))
-      ->capture_default_str();
+  options::add_flop_budget(cmd, opt.flop_budget);
   cmd.add_option("--jobs,-j", opt.jobs, "problems run in parallel")->check(options::integer_in(1, 256))->capture_default_str();
-  cmd.add_option("--seed", opt.seed, "generator seed")->check(options::unsigned64())->capture_default_str();
+  options::add_seed(cmd, opt.seed);
   cmd.add_option("--repeats", opt.repeats, "extra kernel runs per fill that must reproduce the digests")
       ->check(options::integer_in(0, 1000))
       ->capture_default_str();
   cmd.add_option("--bitwise", opt.bitwise, "bitwise corpus file ('' skips it)")->capture_default_str();
-  cmd.add_option("--report", opt.report, "JSON report file ('-': standard output)")->capture_default_str();
-  cmd.add_option("--junit", opt.junit, "JUnit XML file ('-': standard output)")->capture_default_str();
+  options::add_report(cmd, "--report", opt.report, "JSON report file ('-': standard output, '' writes none)");
+  options::add_report(cmd, "--junit", opt.junit, "JUnit XML file ('-': standard output, '' writes none)");
   cmd.add_flag("--require-all", opt.require_all, "fail (exit 1) when any check is unimplemented or skipped");
-  cmd.add_option("--memory-limit", opt.memory_limit, "bytes the run may use (default: MemAvailable)")
-      ->check(options::real_in(0, 1e30));
+  options::add_memory_limit(cmd, opt.memory_limit);
   cmd.footer(exit_codes_help);
 }
 
@@ -226,10 +225,24 @@ int run_verify(const VerifyOptions& opt) {
     throw InputError("--backend", opt.backend + " is not available in this build (it runs the " +
                                       kernels::backend_name() + " backend)");
   files::input_file(opt.corpus, "--corpus");
-  if (!opt.bitwise.empty()) files::input_file(opt.bitwise, "--bitwise");
+  // The bitwise corpus is read and validated before any work, so that a bad
+  // file never costs a whole run's results.
+  std::vector<corpus::BitwiseEntry> bitwise_entries;
+  if (!opt.bitwise.empty()) {
+    files::input_file(opt.bitwise, "--bitwise");
+    try {
+      bitwise_entries = corpus::load_bitwise(opt.bitwise);
+    } catch (const InputError& e) {
+      throw InputError("--bitwise", e.what());
+    }
+  }
   // Checked before the run, so that a long run never ends unable to report.
+  files::distinct_outputs({{"--report", opt.report}, {"--junit", opt.junit}});
   if (!opt.report.empty()) files::output_file(opt.report, "--report");
   if (!opt.junit.empty()) files::output_file(opt.junit, "--junit");
+  // A report on standard output is the only thing there (`kgate verify
+  // --report - | jq`): the run's progress and summary go to standard error.
+  std::ostream& log = opt.report == "-" || opt.junit == "-" ? std::cerr : std::cout;
   const nlohmann::json settings = gate::backend_settings();
   // Reduced problems, deduplicated across configurations by descriptor.
   const std::vector<Problem> work =
@@ -239,15 +252,17 @@ int run_verify(const VerifyOptions& opt) {
   // Every finished problem is a line, flushed, on a terminal or in a CI log
   // alike: a run that is killed still shows how far it got.
   if (opt.reports)
-    std::cout << "kgate verify: " << work.size() << " problems, backend " << kernels::backend_name()
+    log << "kgate verify: " << work.size() << " problems, backend " << kernels::backend_name()
               << (opt.full ? ", full extents" : ", reduced extents") << ", " << opt.jobs << " job(s)"
               << opt.processes_label << std::endl;
   std::vector<Result> results(work.size());
+  std::vector<char> finished(work.size(), 0);
   std::mutex print;
   std::atomic<std::size_t> next{0}, done{0};
   std::exception_ptr input_error;
+  const InterruptGuard interrupt;
   auto worker = [&] {
-    for (std::size_t i; (i = next++) < work.size();) {
+    for (std::size_t i; !interrupted() && (i = next++) < work.size();) {
       try {
         results[i] = verify_one(work[i], opt);
       } catch (...) {
@@ -258,12 +273,13 @@ int run_verify(const VerifyOptions& opt) {
       }
       std::lock_guard lock(print);
       ++done;
+      finished[i] = 1;
       const Result& r = results[i];
-      std::cout << "[" << done << "/" << work.size() << "] " << std::setw(13) << std::left << oracle::name(r.state)
+      log << "[" << done << "/" << work.size() << "] " << std::setw(13) << std::left << oracle::name(r.state)
                 << std::right << std::fixed << std::setprecision(2) << std::setw(8) << r.seconds << " s  "
                 << r.descriptor << "\n";
-      if (is_failure(r.state)) std::cout << "    repro: " << r.repro() << "\n";
-      std::cout << std::flush;
+      if (is_failure(r.state)) log << "    repro: " << r.repro() << "\n";
+      log << std::flush;
     }
   };
   if (opt.distribute) {
@@ -275,6 +291,21 @@ int run_verify(const VerifyOptions& opt) {
     for (int j = 0; j < opt.jobs; ++j) pool.emplace_back(worker);
     for (auto& t : pool) t.join();
     if (input_error) std::rethrow_exception(input_error);
+    if (interrupted()) {
+      // Interrupted (SIGINT): the problems that finished, in a report marked
+      // incomplete, then exit 130 as the shell expects.
+      nlohmann::json partial{{"backend", kernels::backend_name()}, {"settings", settings}, {"corpus", opt.corpus},
+                             {"full", opt.full}, {"seed", opt.seed}, {"verdict", "interrupted"},
+                             {"incomplete", true}, {"exit_code", exit_interrupted},
+                             {"problems_selected", work.size()}, {"problems_finished", done.load()},
+                             {"problems", nlohmann::json::array()}};
+      for (std::size_t i = 0; i < work.size(); ++i)
+        if (finished[i]) partial["problems"].push_back(results[i].to_json());
+      log << "\nINTERRUPTED: " << done.load() << " of " << work.size()
+          << " problems finished; the report is marked incomplete" << std::endl;
+      if (!opt.report.empty()) files::write_output_file(opt.report, partial.dump(1) + "\n", "--report");
+      return exit_interrupted;
+    }
   }
 
   // Summary per operator-direction and dtype.
@@ -292,7 +323,7 @@ int run_verify(const VerifyOptions& opt) {
     row.worst = std::max(row.worst, r.worst_margin);
     tally.add(r.state);
   }
-  std::cout << "\n" << std::left << std::setw(28) << "operator.direction" << std::setw(11) << "dtype" << std::right
+  log << "\n" << std::left << std::setw(28) << "operator.direction" << std::setw(11) << "dtype" << std::right
             << std::setw(9) << "problems" << std::setw(8) << "passed" << std::setw(8) << "failed" << std::setw(15)
             << "unimplemented" << std::setw(9) << "skipped" << std::setw(14) << "worst margin" << "\n";
   for (const auto& [key, row] : table) {
@@ -300,7 +331,7 @@ int run_verify(const VerifyOptions& opt) {
     std::ostringstream worst;
     if (n(State::passed) + n(State::failed) + n(State::untrusted) > 0) worst << std::setprecision(3) << row.worst;
     else worst << "-";
-    std::cout << std::left << std::setw(28) << key.first << std::setw(11) << key.second << std::right << std::setw(9)
+    log << std::left << std::setw(28) << key.first << std::setw(11) << key.second << std::right << std::setw(9)
               << row.problems << std::setw(8) << n(State::passed) << std::setw(8)
               << n(State::failed) + n(State::untrusted) + n(State::invalid) << std::setw(15) << n(State::unimplemented)
               << std::setw(9) << n(State::skipped) << std::setw(14) << worst.str() << "\n";
@@ -309,19 +340,24 @@ int run_verify(const VerifyOptions& opt) {
   for (const auto& r : results)
     if (r.state == State::unimplemented) missing.insert(r.op);
   if (!missing.empty()) {
-    std::cout << "\nno production kernel yet for:";
-    for (const auto& m : missing) std::cout << " " << m;
-    std::cout << "\n";
+    log << "\nno production kernel yet for:";
+    for (const auto& m : missing) log << " " << m;
+    log << "\n";
   }
-  std::cout << "worst margin: largest tier-2 error/bound (fails above 1)" << std::endl;
+  log << "worst margin: largest tier-2 error/bound (fails above 1)" << std::endl;
   std::vector<BitwiseResult> bitwise;
   Tally bw;
   if (!opt.bitwise.empty()) {
-    std::cout << "\n";
-    bitwise = bitwise_results(opt.bitwise);
+    log << "\n";
+    bitwise = bitwise_results(bitwise_entries, log);
     for (const auto& b : bitwise) bw.add(b.state);
-    std::cout << "bitwise: " << bitwise.size() << " entries, " << bw.passed << " passed, " << bw.failed << " failed, "
+    log << "bitwise: " << bitwise.size() << " entries, " << bw.passed << " passed, " << bw.failed << " failed, "
               << bw.unimplemented << " without a kernel\n";
+    if (bitwise.empty()) {
+      // A bitwise stage that checked nothing leaves the run incomplete.
+      log << "bitwise: " << opt.bitwise << " has no entries: nothing was checked bit for bit\n";
+      ++bw.skipped;
+    }
   }
   Tally all = tally;
   all.passed += bw.passed;
@@ -329,7 +365,7 @@ int run_verify(const VerifyOptions& opt) {
   all.unimplemented += bw.unimplemented;
   all.skipped += bw.skipped;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "\n" << all.summary_line(opt.require_all) << " (" << std::fixed << std::setprecision(1) << seconds
+  log << "\n" << all.summary_line(opt.require_all) << " (" << std::fixed << std::setprecision(1) << seconds
             << " s)" << std::endl;
 
   auto counts = [](const Tally& t) {

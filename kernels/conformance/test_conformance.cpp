@@ -54,7 +54,7 @@ TEST(Conformance, Sm90TargetMatchesPlainCpp) {
 }
 
 TEST(Conformance, DigestsAreStable) {
-  // XXH3-64 of a known byte string (guards the digest the H200 run prints).
+  // XXH3-64 of a known byte string (guards the digest the CUDA conformance run prints).
   EXPECT_EQ(kc::digest_hex({}), "2d06800538d394c2");
 }
 

@@ -91,7 +91,17 @@ int pick_bn(std::int64_t cols) {
   return bn;
 }
 
+// ForcedSplits' count on this thread (0: the plan's own choice).
+thread_local std::int64_t t_forced_splits = 0;
+
 void pick_split(std::int64_t rows, std::int64_t numel, std::int64_t& splits, std::int64_t& slice) {
+  if (t_forced_splits > 0) {
+    // Whole slices only: the count actually planned is the slices of the
+    // forced count's length.
+    slice = cv::ceil_div(rows, std::min(t_forced_splits, std::max<std::int64_t>(rows, 1)));
+    splits = std::max<std::int64_t>(1, cv::ceil_div(rows, slice));
+    return;
+  }
   splits = std::clamp<std::int64_t>(rows / kSliceRows, 1, kMaxSplits);
   while (splits > 1 && splits * numel * 4 > kMaxWorkspace) --splits;
   slice = std::max<std::int64_t>(1, cv::ceil_div(rows, splits));
@@ -126,8 +136,9 @@ bool mma_halo(const Shape& s) { return mma_async(s) && cv::halo_taps(s.g, s.dp.k
 
 // conv_mma's split of K by taps, for layers of few block tiles and a long K
 // (the U-Net's deepest layers: 8^3 positions and 512-1024 channels have 32
-// to 64 tiles for a device of 132 SMs, each walking 27 taps): the taps (of
-// a phase) in runs of tap_split, so that the tiles x splits approach
+// to 64 tiles, each walking 27 taps, fewer than a GPU has multiprocessors;
+// the plan reads no device property, so the threshold is a constant): the
+// taps (of a phase) in runs of tap_split, so that the tiles x splits approach
 // kMmaSplitBlocks and every split keeps at least kMmaSplitSteps block steps;
 // each split writes fp32 partials and conv_tree adds them, then the bias.
 // The tap-major step only (a W-halo plan's steps span a (kd, kh) pair's
@@ -139,9 +150,13 @@ void mma_tap_split(Shape& s) {
   const std::int64_t tiles = s.main_grid[0] * s.main_grid[1] * s.main_grid[2];
   const std::int64_t kdim = scatter ? g.csg : g.clg;
   const std::int64_t steps = s.max_taps * cv::ceil_div(kdim, cv::kMmaBK);
-  if (mma_halo(s) || tiles >= kMmaSplitBlocks) return;
-  std::int64_t want = std::min(cv::ceil_div(kMmaSplitBlocks, tiles), steps / kMmaSplitSteps);
-  while (want > 1 && want * s.out_numel * 4 > kMaxWorkspace) --want;
+  if (mma_halo(s)) return;
+  std::int64_t want = t_forced_splits;
+  if (want == 0) {
+    if (tiles >= kMmaSplitBlocks) return;
+    want = std::min(cv::ceil_div(kMmaSplitBlocks, tiles), steps / kMmaSplitSteps);
+    while (want > 1 && want * s.out_numel * 4 > kMaxWorkspace) --want;
+  }
   if (want < 2) return;
   const std::int64_t run = cv::ceil_div(s.max_taps, want);
   if (cv::ceil_div(s.max_taps, run) < 2) return;
@@ -250,7 +265,8 @@ Shape shape_of(const ConvProblem& p) {
         // At most cv::kMmaWgradBlocks workgroups: past them, more splits
         // only add partials to write and to combine. (Below the cap the
         // slice is pick_split's.)
-        s.splits = std::min(s.splits, std::max<std::int64_t>(1, cv::kMmaWgradBlocks / (s.main_grid[0] * s.main_grid[1])));
+        if (t_forced_splits == 0)
+          s.splits = std::min(s.splits, std::max<std::int64_t>(1, cv::kMmaWgradBlocks / (s.main_grid[0] * s.main_grid[1])));
         s.slice = cv::ceil_div(s.rows, s.splits);
         if (s.wgrad_halo) s.slice = cv::ceil_div(s.slice, cv::kMmaBK) * cv::kMmaBK;
         s.splits = cv::ceil_div(s.rows, s.slice);
@@ -269,7 +285,7 @@ Shape shape_of(const ConvProblem& p) {
         pick_split(s.db_rows, p.cout, s.db_splits, s.db_slice);
         // Few columns (the head's 6): shorter slices, so that the column
         // sums have about kColsumItems work-items (one per column and slice).
-        if (p.cout * s.db_splits < kColsumItems) {
+        if (t_forced_splits == 0 && p.cout * s.db_splits < kColsumItems) {
           const std::int64_t more = std::min({cv::ceil_div(kColsumItems, p.cout), s.db_rows / kMinColsumSlice, kMaxSplits});
           if (more > s.db_splits) {
             s.db_splits = more;
@@ -416,6 +432,12 @@ void launch_mma(const Shape& s, cv::GemmArgs args, float* ws, Mark&& mark) {
 }
 
 }  // namespace
+
+ForcedSplits::ForcedSplits(std::int64_t splits) : prev_(t_forced_splits) {
+  if (splits < 1) throw std::invalid_argument("ForcedSplits: the split count must be at least 1");
+  t_forced_splits = splits;
+}
+ForcedSplits::~ForcedSplits() { t_forced_splits = prev_; }
 
 cv::Geom conv_device_geom(const ConvProblem& p) { return shape_of(p).g; }
 std::int64_t conv_wgrad_splits(const ConvProblem& p) { return shape_of(p).splits; }

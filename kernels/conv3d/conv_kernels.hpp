@@ -490,9 +490,9 @@ inline constexpr int kMmaBK = 32;                // channels of one tap staged p
 inline constexpr int kMmaVec = 8;                // elements per 16-byte load
 // The most workgroups (tiles x splits) the plan's split gives
 // conv_wgrad_mma: about eight waves of two workgroups per multiprocessor on
-// 132 (H200), three and a half on 304 (MI300A). Without it the split rule
-// gives the large layers the workspace's whole 256 MiB of partials, written
-// once and read again by the tree.
+// 132 SMs (H100, H200), four and a half on MI300A's 228 CUs. Without it the
+// split rule gives the large layers the workspace's whole 256 MiB of
+// partials, written once and read again by the tree.
 inline constexpr std::int64_t kMmaWgradBlocks = 2048;
 // Workgroups of conv_wgrad_mma per multiprocessor the CUDA compiler must fit
 // in registers (it waits on global and LDS latency that only more resident
@@ -606,10 +606,12 @@ KGATE_DEVICE rt::lds_array<std::uint16_t> mma_stage_lds() {
 // halve against a 32x32 tile, at the price of 64 accumulator registers per
 // lane. Not wide (conv_wgrad_mma): 64x32 on gfx942, 32x32 on sm_90 (eight
 // warps), few accumulators so that more warps are resident to hide the
-// latency of its K-strided loads (on the H200 the wide tile made it slower,
-// PERFORMANCE.md). LDS rows are padded by 8 elements: 80-byte
-// rows put the eight 16-byte row reads of a fragment load (ldmatrix on
-// CUDA) in distinct banks and keep every 16-byte access aligned.
+// latency of its K-strided loads, which the wide tile's fewer fragment loads
+// do not make up for (`kgate bench --corpus --config A --full --filter
+// op=conv3d.bwd_weight` on the CUDA backend times it; docs/PERFORMANCE.md).
+// LDS rows are padded by 8 elements: 80-byte rows put the eight 16-byte row
+// reads of a fragment load (ldmatrix on CUDA) in distinct banks and keep
+// every 16-byte access aligned.
 KGATE_HD constexpr int mma_wave_tile_m(int lanes, bool wide) { return wide || lanes == 64 ? 64 : 32; }
 inline constexpr int kMmaWaveTileN = 32;
 // Work-items of a workgroup of an atom with `lanes` lanes.

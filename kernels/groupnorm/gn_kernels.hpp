@@ -21,9 +21,9 @@
 // Memory traffic: the forward reads x twice (statistics, then normalize),
 // the second time in reverse chunk order with read-once hints so that the
 // chunks the statistics read last are still cached. Reading x once instead
-// saves only the part of x a GPU can hold on chip between the passes (a grid
-// barrier apart); `kgate bench --ceilings` and bench/single_read_skeleton.cu measure
-// how little that buys.
+// would save only the part of x a GPU can hold on chip between the passes (a
+// grid barrier apart), so the forward keeps the two reads; `kgate bench
+// --ceilings` prints that single-read bound beside the two-read floor.
 #pragma once
 
 #include <math.h>
@@ -374,9 +374,10 @@ inline constexpr int kApplyBatch = sizeof(Tout) == 2 && !std::is_same_v<Tout, kg
 
 // Channels per access in the apply pass: at most 16 bytes of output, so that
 // each store instruction of a wave writes one contiguous span (with 32 bytes
-// per work-item, each instruction writes every other 16 bytes, which streams
-// markedly slower on an H200: `kgate bench --ceilings` measures the contiguous form).
-// Divides V, so a column lies in one group.
+// per work-item, each instruction would write every other 16 bytes, so two
+// instructions would share every line; `kgate bench --ceilings` times the
+// contiguous form in its write-only and widening ceilings). Divides V, so a
+// column lies in one group.
 template <class Tout, int V>
 inline constexpr int kApplyV = V * static_cast<int>(sizeof(Tout)) > 16 ? 16 / static_cast<int>(sizeof(Tout)) : V;
 

@@ -61,15 +61,35 @@ class OutOfMemory : public Error {
   using Error::Error;
 };
 
+// The environment cannot run kernels at all: no device, no driver, a driver
+// older than the runtime. An error of the environment, never a verdict on a
+// kernel (the gate exits 2 saying so).
+class Unavailable : public Error {
+ public:
+  using Error::Error;
+};
+
+// How the runtime classifies a failed API call (each backend's status header
+// maps its codes onto it).
+enum class Failure { error, out_of_memory, unavailable };
+
+// The one way a failed API call is thrown on every backend: `what` names the
+// call and the API's description.
+[[noreturn]] inline void api_failed(Failure f, std::string what) {
+  if (f == Failure::out_of_memory) throw OutOfMemory(std::move(what));
+  if (f == Failure::unavailable) throw Unavailable(std::move(what));
+  throw Error(std::move(what));
+}
+
 // The one wording of a failed device allocation on every backend: `call`
 // (cudaMalloc, hipMalloc, the host's device_malloc) refused `bytes` for
-// `reason`. OutOfMemory when the API reported a lack of memory, Error for
-// any other failure.
+// `reason`.
+[[noreturn]] inline void allocation_failed(const char* call, std::size_t bytes, Failure f, const std::string& reason) {
+  api_failed(f, std::string(call) + " could not allocate " + std::to_string(bytes) + " bytes: " + reason);
+}
 [[noreturn]] inline void allocation_failed(const char* call, std::size_t bytes, bool out_of_memory,
                                            const std::string& reason) {
-  std::string what = std::string(call) + " could not allocate " + std::to_string(bytes) + " bytes: " + reason;
-  if (out_of_memory) throw OutOfMemory(std::move(what));
-  throw Error(std::move(what));
+  allocation_failed(call, bytes, out_of_memory ? Failure::out_of_memory : Failure::error, reason);
 }
 
 // Launch geometry. lds_bytes is the dynamic LDS size (static LDS is declared

@@ -235,7 +235,7 @@ KGATE_CUDA_MMA_K8(mma_m16n8k8_f16, "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16
 // 9. Memory
 namespace detail {
 inline void check(cudaError_t e, const std::string& call) {
-  if (e != cudaSuccess) throw Error(call + " failed: " + cudaGetErrorString(e));
+  if (e != cudaSuccess) cuda_call_failed(e, call, cudaGetErrorString(e));
 }
 }  // namespace detail
 

@@ -212,7 +212,7 @@ __device__ inline f32x4 mfma_16x16x8xf32(const f32x2& a, const f32x2& b, const f
 // 9. Memory
 namespace detail {
 inline void check(hipError_t e, const std::string& call) {
-  if (e != hipSuccess) throw Error(call + " failed: " + hipGetErrorString(e));
+  if (e != hipSuccess) hip_call_failed(e, call, hipGetErrorString(e));
 }
 }  // namespace detail
 

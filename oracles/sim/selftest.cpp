@@ -76,7 +76,10 @@ struct Acc {
     w.elements += r.numel;
     ++c.total_cases;
     c.total_elements += r.numel;
-    if (!r.passed()) {
+    if (r.state == State::untrusted && r.trust.proves_nothing) {
+      ++c.total_unprovable;
+      if (c.unprovable_examples.size() < 2) c.unprovable_examples.push_back(oracle::to_table(r));
+    } else if (!r.passed()) {
       ++w.failures;
       ++c.total_failures;
       if (w.failure_examples.size() < 2) w.failure_examples.push_back(oracle::to_table(r));
@@ -442,6 +445,8 @@ std::string format_false_alarms(const Campaign& c) {
     o << line;
   }
   o << "(random problems redrawn because most outputs had no term: " << c.degenerate_skipped << ")\n";
+  o << "(comparisons that prove nothing, every tier passed: " << c.total_unprovable << ")\n";
+  for (const auto& e : c.unprovable_examples) o << "PROVES NOTHING:\n" << e;
   o << "TOTAL cases " << c.total_cases << ", elements " << c.total_elements << ", failures " << c.total_failures
     << "; largest margin tier1 " << g(c.max_margin1) << " (exact), tier2 " << g(c.max_margin2) << ", tier3 "
     << g(c.max_margin3) << "\n";

@@ -35,6 +35,11 @@ struct Campaign {
   std::vector<FalseAlarmRow> rows;
   std::vector<TightnessRow> tightness;
   std::int64_t total_cases = 0, total_elements = 0, total_failures = 0, degenerate_skipped = 0;
+  // Cases whose every tier passed but whose comparison proves nothing (a
+  // zero candidate would pass them too: TrustResult::proves_nothing). Not a
+  // false alarm, and not a pass: the gate reports them untrusted.
+  std::int64_t total_unprovable = 0;
+  std::vector<std::string> unprovable_examples;
   double max_margin1 = 0, max_margin2 = 0, max_margin3 = 0;
 };
 

@@ -2,12 +2,14 @@
 // simulation pieces the self-tests rely on are themselves checked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "oracles/bounds.hpp"
 #include "oracles/oracle.hpp"
 #include "oracles/sim/sim.hpp"
+#include "reference/descriptor.hpp"
 
 namespace kgate::oracle {
 namespace {
@@ -214,14 +216,75 @@ TEST(OracleChecks, ZeroHeavyReferenceIsUntrustedEvenWhenEqual) {
 }
 
 // The fp16 underflow case RapidCheck found: a correct kernel's output of
-// noise level (|ref| far below its bound) rounds to zero; that is trusted.
-TEST(OracleChecks, ZerosWithinTheBoundOfZeroAreTrusted) {
+// noise level (|ref| far below its bound) rounds to zero. Every element is
+// within its bound of zero, so a candidate of zeros would pass as well: the
+// tiers pass, and the comparison proves nothing (not a candidate's fault).
+TEST(OracleChecks, ReferenceWithinTheBoundOfZeroProvesNothing) {
   ElementwiseCheck c = core(DType::fp16);
   c.bound2 = {0.47, 0.47, 2.1, 2.1};
   const Report r = decide(c, tensor(DType::fp64, {4.967e-08, -4.967e-08, 5.96e-07, -5.96e-07}),
                           tensor(DType::fp16, {0, -5.96046448e-08, 5.96046448e-07, -5.96046448e-07}), Options{});
-  EXPECT_EQ(r.trust.state, State::passed) << r.trust.reason;
-  EXPECT_EQ(r.state, State::passed);
+  EXPECT_EQ(r.tier2.state, State::passed);
+  EXPECT_EQ(r.trust.state, State::untrusted);
+  EXPECT_TRUE(r.trust.proves_nothing) << r.trust.reason;
+  // One element clear of its bound: 75% zero-like, judged; the candidate's
+  // zero there fails tier 2 and the candidate's zeros are counted (cand 0.25).
+  c.bound2 = {0.47, 0.47, 2.1, 1e-9};
+  const Report q = decide(c, tensor(DType::fp64, {4.967e-08, -4.967e-08, 5.96e-07, -5.96e-07}),
+                          tensor(DType::fp16, {0, 0, 5.96046448e-07, 0}), Options{});
+  EXPECT_EQ(q.tier2.state, State::failed);
+  EXPECT_DOUBLE_EQ(q.trust.cand_zero_fraction, 0.75);
+  EXPECT_DOUBLE_EQ(q.trust.ref_zero_fraction, 0.75);
+}
+
+// GroupNorm + ReLU: outputs the ReLU clamps are zero by construction and do
+// not count as the reference's zeros; an output the ReLU clamps almost
+// everywhere proves nothing; one it clamps by half is judged on the rest.
+TEST(OracleChecks, FusedReluZeroShareCountsTheUnclampedElements) {
+  const GroupNormProblem p = std::get<GroupNormProblem>(parse_descriptor("groupnorm.fwd fp32 n1 c4 g1 d5 h1 w1 relu"));
+  const std::int64_t n = 20;
+  Tensor x(DType::fp32, {1, 5, 1, 1, 4}), gamma(DType::fp32, {4}), beta(DType::fp32, {4});
+  double sum = 0, sq = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    x.set(i, static_cast<double>(i) - 9.5);
+    sum += x.get(i);
+  }
+  const double mu = sum / n;
+  for (std::int64_t i = 0; i < n; ++i) sq += (x.get(i) - mu) * (x.get(i) - mu);
+  const double var = sq / n;
+  Tensor mean(DType::fp64, {1, 1}), rstd(DType::fp64, {1, 1}), vt(DType::fp64, {1, 1});
+  mean.set(0, mu);
+  vt.set(0, var);
+  rstd.set(0, 1 / std::sqrt(var + p.eps));
+  const ReductionPlan plan = sim::gn_plan(p.group_size(), false);
+  auto judge = [&](double b, bool zero_unclamped) {
+    Tensor want(DType::fp64, x.dims()), got(DType::fp32, x.dims());
+    for (std::int64_t ch = 0; ch < 4; ++ch) {
+      gamma.set(ch, 1.0);
+      beta.set(ch, b);
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double y = std::max(0.0, (x.get(i) - mu) * rstd.get(0) + b);
+      want.set(i, y);
+      got.set(i, zero_unclamped ? 0.0 : y);
+    }
+    GroupNormInputs in{&x, nullptr, &gamma, &beta, &mean, &rstd, &vt};
+    Fill f;
+    f.kind = FillKind::signed_;
+    return compare_groupnorm(p, Role::y, want, got, in, plan, f);
+  };
+  const Report half = judge(0.0, false);  // about half the outputs clamped
+  EXPECT_EQ(half.state, State::passed) << to_table(half);
+  EXPECT_NEAR(half.trust.relu_clamped_fraction, 0.5, 0.01);
+  EXPECT_DOUBLE_EQ(half.trust.ref_zero_fraction, 0.0);
+  const Report all = judge(-100.0, false);  // every output clamped
+  EXPECT_EQ(all.tier2.state, State::passed);
+  EXPECT_EQ(all.state, State::untrusted);
+  EXPECT_TRUE(all.trust.proves_nothing);
+  EXPECT_NE(all.trust.reason.find("ReLU clamps"), std::string::npos) << all.trust.reason;
+  const Report lazy = judge(0.0, true);  // a candidate of zeros where the ReLU passes values
+  EXPECT_EQ(lazy.state, State::failed);
+  EXPECT_DOUBLE_EQ(lazy.trust.cand_zero_fraction, 1.0);
 }
 
 TEST(OracleChecks, ShapeMismatchAndBadInputsThrow) {

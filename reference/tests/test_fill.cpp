@@ -132,7 +132,7 @@ TEST(Fill, GroupNormExactFillIsPairSymmetric) {
 }
 
 TEST(Fill, GeneratorIsAValue) {
-  for (const char* s : {"signed", "signed:scale=4", "positive", "uniform:lo=-2,hi=3", "lattice:density=0.25",
+  for (const char* s : {"signed", "signed:scale=4", "positive", "uniform:lo=-2,hi=3", "uniform:lo=-1,hi=3", "lattice:density=0.25",
                         "gn_exact:mean=1024", "gn_exact:constant=1", "gn_sweep:mean=10000,sigma=0.5"}) {
     const Fill f = parse_fill(s, 77);
     EXPECT_EQ(fill_string(f), s);

@@ -282,7 +282,7 @@ ConvProblem random_conv(std::mt19937_64& rng) {
       p.pad_back[a] = r(0, 2);
       if (p.op == ConvOp::conv_transpose3d) p.output_padding[a] = r(0, std::max(p.stride[a], p.dilation[a]) - 1);
     }
-    p.bias = r(0, 1);
+    p.bias = r(0, 1) && p.dir != ConvDir::bwd_data;
     p.src = dts[r(0, 3)];
     p.dst = dts[r(0, 3)];
     p.acc = r(0, 1) ? DType::fp32 : DType::fp64;

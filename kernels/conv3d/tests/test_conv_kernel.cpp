@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include <set>
@@ -511,6 +512,76 @@ TEST(ConvKernel, HeadBackwardWeightFillsItsWorkgroups) {
   const kernels::Plan few = kernels::plan(parse_descriptor("conv3d.bwd_weight bf16 n1 c64 k6 d8 h8 w15 kd1 bias"));
   EXPECT_EQ(few.params.at("db_splits"), 3);  // 960 rows
   EXPECT_EQ(few.params.at("db_slice"), 320);
+}
+
+// The split-K sweep: every split count the plan may take, forced
+// (kernels::ForcedSplits), on exact fills, gives the unsplit run's bits, and
+// the unsplit run gives the exact result rounded once. Backward-weight on
+// the portable kernel and on matrix cores, with a bias (dw's and db's
+// splits), and conv_mma's split of K by taps in the contract and scatter
+// families, on both targets. A slice dropped, counted twice or combined
+// with the wrong partial changes the sum; only the order of exact
+// additions differs between the counts.
+TEST(ConvKernel, SplitSweepGivesTheUnsplitBits) {
+  const auto cv_ceil = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
+  struct Case {
+    const char* d;
+    const char* param;    // the plan's split count
+    std::int64_t most;    // the most splits the problem admits (rows or taps)
+  };
+  for (rt::Target tg : {rt::Target::gfx942, rt::Target::sm90}) {
+    rt::host::ScopedConfig cfg(rt::host::config_for(tg, rt::host::config()));
+    for (const Case& c : {Case{"conv3d.bwd_weight fp32 n2 c4 k6 d5 kd3 p1 bias", "splits", 250},
+                          Case{"conv3d.bwd_weight bf16 n1 c32 k32 d6 h5 w7 kd3 p1 bias", "splits", 210},
+                          Case{"conv_transpose3d.bwd_weight bf16 n1 c32 k32 d4 h5 w3 kd2 s2 bias", "splits", 60},
+                          Case{"conv3d.fwd bf16 n1 c32 k32 d6 kd3 p1 bias", "splits", 27},
+                          Case{"conv3d.bwd_data bf16 n1 c32 k32 d6 kd3 p1", "splits", 27},
+                          Case{"conv_transpose3d.fwd bf16 n1 c32 k32 d6 kd3 p1 bias", "splits", 27},
+                          Case{"conv_transpose3d.bwd_data bf16 n1 c32 k32 d6 kd3 p1", "splits", 27}}) {
+      SCOPED_TRACE(std::string(c.d) + (tg == rt::Target::sm90 ? " (sm90)" : " (gfx942)"));
+      const Problem p = parse_descriptor(c.d);
+      const Fill f = lattice_fill(p, 5);
+      const auto in = ref::make_inputs(p, f);
+      const auto want = ref::run_reference(p, ref::refs(in), ref::Impl::fast);
+      const auto run_with = [&](std::int64_t n, std::int64_t& took) {
+        kernels::ForcedSplits force(n);
+        const kernels::Plan pl = kernels::plan(p);
+        const auto it = pl.params.find(c.param);
+        took = it == pl.params.end() ? 1 : it->second;
+        return kernels::run(p, pl, kernels::pointers(in));
+      };
+      std::int64_t one = 0;
+      const auto base = run_with(1, one);
+      EXPECT_EQ(one, 1);
+      for (const auto& [role, t] : base)
+        for (std::int64_t i = 0; i < t.numel(); ++i) {
+          Tensor r(t.dtype(), {1});
+          r.set(0, want.at(role).get(i));
+          ASSERT_EQ(t.get(i), r.get(0)) << name(role) << " element " << i << " of the unsplit run";
+        }
+      std::set<std::int64_t> counts;
+      // Every count up to 32, the powers of two past it, and the most; a
+      // forced count n plans whole slices of ceil(most / n).
+      std::vector<std::int64_t> forced;
+      std::set<std::int64_t> planned_want;
+      for (std::int64_t n = 2; n < c.most; n = n < 32 ? n + 1 : n * 2) forced.push_back(n);
+      forced.push_back(c.most);
+      for (const std::int64_t n : forced) planned_want.insert(cv_ceil(c.most, cv_ceil(c.most, n)));
+      for (const std::int64_t n : forced) {
+        std::int64_t took = 0;
+        const auto got = run_with(n, took);
+        counts.insert(took);
+        for (const auto& [role, t] : base) {
+          ASSERT_EQ(got.at(role).nbytes(), t.nbytes());
+          EXPECT_EQ(std::memcmp(got.at(role).data(), t.data(), static_cast<std::size_t>(t.nbytes())), 0)
+              << name(role) << " with " << took << " splits (forced " << n << ")";
+        }
+      }
+      std::string took;
+      for (const std::int64_t n : counts) took += " " + std::to_string(n);
+      EXPECT_EQ(counts, planned_want) << "split counts planned:" << took;
+    }
+  }
 }
 
 // conv_mma's split of K by taps: the deepest layers (8^3 positions, 32-64

@@ -268,6 +268,53 @@ std::atomic<std::uintptr_t>* guard_find(std::uintptr_t page) {
   return nullptr;
 }
 
+// Accesses far outside every allocation (not in a back guard): while a
+// work-group runs on a thread (t_in_kernel), a fault on an unmapped page maps
+// a zero page there (recorded in g_wild_pages) and lets the access repeat;
+// the launch then unmaps them and fails, naming the first address. Up to
+// kWildPages pages per launch; beyond them, or outside a kernel, the fault
+// kills the process as usual.
+constexpr std::size_t kWildPages = 256;
+std::atomic<std::uintptr_t> g_wild_pages[kWildPages];
+std::atomic<std::size_t> g_wild_count{0};
+std::atomic<std::uintptr_t> g_wild_addr{0};
+thread_local bool t_in_kernel = false;
+
+// Maps a zero page over the unmapped page of `addr` (async-signal-safe: one
+// system call); true when the access may repeat.
+bool open_wild_page(std::uintptr_t addr) {
+  const std::uintptr_t page = addr & ~(kGuard - 1);
+  const std::size_t k = g_wild_count.fetch_add(1);
+  if (k >= kWildPages || page == 0) return false;
+  const int saved = errno;
+  void* m = mmap(reinterpret_cast<void*>(page), kGuard, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  bool ok = false;
+  if (m == reinterpret_cast<void*>(page)) {
+    g_wild_pages[k].store(page);
+    ok = true;
+  } else if (m == MAP_FAILED) {
+    ok = errno == EEXIST;  // another thread mapped it first
+  } else {
+    munmap(m, kGuard);  // a kernel without MAP_FIXED_NOREPLACE placed it elsewhere
+  }
+  errno = saved;
+  if (ok) {
+    std::uintptr_t none = 0;
+    g_wild_addr.compare_exchange_strong(none, addr);
+  }
+  return ok;
+}
+
+// Unmaps the pages open_wild_page mapped; returns the first wild address of
+// the launch (0: none).
+std::uintptr_t close_wild_pages() {
+  const std::size_t n = std::min(g_wild_count.exchange(0), kWildPages);
+  for (std::size_t i = 0; i < n; ++i)
+    if (const std::uintptr_t page = g_wild_pages[i].exchange(0)) munmap(reinterpret_cast<void*>(page), kGuard);
+  return g_wild_addr.exchange(0);
+}
+
 struct sigaction g_prev_segv;
 
 // A fault in a back guard page: note the address, open the page (it holds
@@ -282,6 +329,7 @@ void on_segv(int sig, siginfo_t* info, void* uc) {
     slot->fetch_or(1);
     return;
   }
+  if (!slot && t_in_kernel && info->si_code == SEGV_MAPERR && open_wild_page(addr)) return;
   if (g_prev_segv.sa_flags & SA_SIGINFO) {
     if (g_prev_segv.sa_sigaction) return g_prev_segv.sa_sigaction(sig, info, uc);
   } else if (g_prev_segv.sa_handler != SIG_DFL && g_prev_segv.sa_handler != SIG_IGN && g_prev_segv.sa_handler) {
@@ -384,6 +432,23 @@ void check_range_locked(const void* p, std::size_t n, const char* call) {
        << it->second.size << " bytes";
     throw Error(os.str());
   }
+}
+
+// Where `addr` lies relative to the device allocations, for a wild access.
+std::string locate_wild(std::uintptr_t addr) {
+  std::lock_guard lk(g_mem_mutex);
+  std::ostringstream os;
+  os << "an access at 0x" << std::hex << addr << std::dec << ", outside every device allocation";
+  auto it = g_allocs.upper_bound(addr);
+  if (it != g_allocs.begin()) {
+    --it;
+    os << ": " << (addr - it->first) << " bytes past the start of the allocation at 0x" << std::hex << it->first
+       << std::dec << " (" << it->second.size << " bytes)";
+  } else if (it != g_allocs.end()) {
+    os << ": " << (it->first - addr) << " bytes before the allocation at 0x" << std::hex << it->first << std::dec
+       << " (" << it->second.size << " bytes)";
+  }
+  return os.str();
 }
 
 void check_all_guards(const char* kernel) {
@@ -1162,8 +1227,11 @@ void launch_erased(const char* name, const LaunchConfig& lc, const Job& job) {
       const std::uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= nwg) return;
       try {
+        t_in_kernel = true;
         ex.run_workgroup(L, wg_at(i));
+        t_in_kernel = false;
       } catch (const std::exception& e) {
+        t_in_kernel = false;
         ex.launch = nullptr;
         std::lock_guard lk(err_mutex);
         if (i < err_index) {
@@ -1178,6 +1246,13 @@ void launch_erased(const char* name, const LaunchConfig& lc, const Job& job) {
   {
     std::lock_guard lk(g_launch_mutex);
     pool().run(threads, work);
+  }
+  if (const std::uintptr_t wild = close_wild_pages()) {
+    try {
+      check_all_guards(name);  // closes any guard the kernel opened
+    } catch (const Error&) {
+    }
+    throw Error(prefix + ": " + locate_wild(wild));
   }
   if (!err_msg.empty() && err_memory) throw OutOfMemory(prefix + ": " + err_msg);
   if (!err_msg.empty()) throw Error(err_msg);

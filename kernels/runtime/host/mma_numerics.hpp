@@ -1,8 +1,8 @@
 // The numeric models of the matrix cores, as scalar functions: one output
 // element of one instruction (a dot product of K operand pairs plus the
 // accumulator). The host emulator (host/mfma.cpp) calls them for every
-// output element; the CUDA conformance driver links them to compare the H200
-// with the model bit for bit. No dependency on the emulator.
+// output element; the CUDA conformance driver links them to compare an sm_90
+// GPU with the model bit for bit. No dependency on the emulator.
 //
 // Models (rt::MfmaModel):
 //   exact  every product exact, the K-sum and C added exactly, one
@@ -29,7 +29,7 @@
 //          exactly, and the sum is normalised and cut toward zero to fp32 once
 //          per instruction (subnormal results kept; a result cut to zero is
 //          +0, never -0). The special cases are in the runtime README ("sm90
-//          numerics"), each with the H200 case that settled it.
+//          numerics"), each with the device case that shows it.
 // NaN results are the quiet NaN 0x7FC00000 (exact, cdna3) and 0x7FFFFFFF
 // (sm90).
 #pragma once
@@ -154,7 +154,7 @@ inline float sm90_round(std::int64_t s, std::int32_t e) {
     return kgate::bit_cast<float>(sign | static_cast<std::uint32_t>(ed + 127) << 23 |
                                   static_cast<std::uint32_t>((mant >> 29) & 0x7fffffu));
   // Subnormal: units of 2^-149. A sum cut to zero is +0 whatever its sign
-  // (the H200 never returns -0; runtime README, "sm90 numerics").
+  // (sm_90's mma.sync never returns -0; runtime README, "sm90 numerics").
   const int sh = 52 - (ed + 149);
   const auto m = static_cast<std::uint32_t>(sh >= 64 ? 0 : mant >> sh);
   return kgate::bit_cast<float>(m != 0 ? sign | m : 0u);

@@ -13,9 +13,20 @@ TEST(HipStatus, OutOfMemoryIsOutOfMemory) {
             "oom: hipMalloc could not allocate 8 bytes: out of memory");
 }
 
-TEST(HipStatus, OtherErrorsAreNotOutOfMemory) {
-  for (const hipError_t e : {hipErrorInvalidValue, hipErrorNotInitialized, hipErrorNoDevice, hipErrorLaunchFailure,
-                             hipErrorIllegalAddress})
+TEST(HipStatus, NoDeviceOrDriverIsUnavailable) {
+  for (const hipError_t e : {hipErrorNoDevice, hipErrorInsufficientDriver, hipErrorNotInitialized,
+                             hipErrorNoBinaryForGpu}) {
+    EXPECT_EQ(thrown_by([&] { rt::detail::hip_malloc_failed(e, 4096, "api text"); }),
+              "unavailable: hipMalloc could not allocate 4096 bytes: api text")
+        << static_cast<int>(e);
+    EXPECT_EQ(thrown_by([&] { rt::detail::hip_call_failed(e, "hipStreamCreate", "api text"); }),
+              "unavailable: hipStreamCreate failed: api text")
+        << static_cast<int>(e);
+  }
+}
+
+TEST(HipStatus, OtherErrorsAreKernelOrCallErrors) {
+  for (const hipError_t e : {hipErrorInvalidValue, hipErrorLaunchFailure, hipErrorIllegalAddress})
     EXPECT_EQ(thrown_by([&] { rt::detail::hip_malloc_failed(e, 4096, "api text"); }),
               "error: hipMalloc could not allocate 4096 bytes: api text")
         << static_cast<int>(e);

@@ -29,6 +29,14 @@ KGATE_KERNEL(write_before_start, float* y) {
   if (rt::thread_idx().x == 0) y[-1] = 3.0f;
 }
 
+// Writes and reads 2^40 bytes before y: far from every allocation (an
+// unmapped page), where no guard lies.
+KGATE_KERNEL(access_far_away, float* y) {
+  float* far = y - (std::int64_t{1} << 38);
+  far[rt::thread_idx().x] = 1.0f;
+  y[rt::thread_idx().x] = far[rt::thread_idx().x + 1];
+}
+
 class Memory : public ::testing::Test {
  protected:
   rt::host::ScopedConfig cfg_{rt::test::test_config()};
@@ -93,6 +101,16 @@ TEST_F(Memory, WriteBeforeTheStartIsReported) {
   rt::DeviceBuffer<float> y(8);
   const std::string msg = error_of([&] { KGATE_LAUNCH(write_before_start, (rt::LaunchConfig{1, 1}), y.data()); });
   EXPECT_NE(msg.find("before the start"), std::string::npos) << msg;
+}
+
+// A wild access fails the launch, naming the address and the nearest
+// allocation, instead of killing the process; the next launch runs clean.
+TEST_F(Memory, FarOutOfBoundsAccessFailsTheLaunch) {
+  rt::DeviceBuffer<float> y(64);
+  const std::string msg = error_of([&] { KGATE_LAUNCH(access_far_away, (rt::LaunchConfig{1, 64}), y.data()); });
+  EXPECT_NE(msg.find("launch of kernel 'access_far_away'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("outside every device allocation"), std::string::npos) << msg;
+  EXPECT_EQ(error_of([&] { KGATE_LAUNCH(write_even, (rt::LaunchConfig{1, 64}), y.data(), 64); }), "");
 }
 
 TEST_F(Memory, CopiesAreRangeChecked) {

@@ -254,7 +254,7 @@ TYPED_TEST(AtomTest, HandCasesTellTheModelsApart) {
     for (const Case& cs : half_cases()) expect_case<A>(cs);
     if constexpr (A::type == rt::MmaType::bf16) {
       for (const Case& cs : bf16_cases()) expect_case<A>(cs);
-      // -2^-150: rounded to nearest it is -0, cut toward zero the H200 gives
+      // -2^-150: rounded to nearest it is -0, cut toward zero sm_90 gives
       // +0. (In the last cdna3 group: a group without products returns C,
       // and a zero C as +0.)
       std::vector<float> a(A::K, 0.0f), b(A::K, 0.0f);
@@ -347,7 +347,7 @@ float sm90_reference(const double* a, const double* b, int n, float c, int min_e
   if (s == 0.0) return 0.0f;
   const SigExp r = sig_exp(std::ldexp(s, max_e), -126);
   const double v = std::ldexp(std::trunc(std::ldexp(r.s, 23)), r.e - 23);
-  if (v == 0.0) return 0.0f;  // the H200 returns +0 for a sum cut to zero
+  if (v == 0.0) return 0.0f;  // sm_90 returns +0 for a sum cut to zero
   return std::fabs(v) >= 0x1p128 ? std::copysign(INFINITY, v) : static_cast<float>(v);
 }
 

@@ -51,7 +51,7 @@ inline ConvProblem random_conv(std::mt19937_64& rng, ConvOp op, ConvDir dir, dou
     p.groups = pick(1, 3);
     p.cin = p.groups * pick(1, 3);
     p.cout = p.groups * pick(1, 3);
-    p.bias = pick(0, 1) == 1;
+    p.bias = pick(0, 1) == 1 && dir != ConvDir::bwd_data;
     for (int a = 0; a < 3; ++a) {
       p.kernel[a] = pick(1, 3);
       p.stride[a] = pick(1, 3);
