@@ -237,6 +237,28 @@ TEST(OracleChecks, ReferenceWithinTheBoundOfZeroProvesNothing) {
   EXPECT_DOUBLE_EQ(q.trust.ref_zero_fraction, 0.75);
 }
 
+// "Within its bound of zero" is where a zero candidate passes every tier
+// that applies: a tier-2 bound looser than the reference alone does not make
+// an element zero-like when tier 3 (or tier 1 on an exact element) would
+// fail a zero there (the long dot products of the oracle self-test).
+TEST(OracleChecks, ZeroLikeMeansAZeroCandidatePassesEveryTier) {
+  const Tensor ref = tensor(DType::fp64, {1, -1, 2, -2});
+  const Tensor cand = tensor(DType::fp32, {1, -1, 2, -2});
+  ElementwiseCheck c = core();
+  c.bound2.assign(4, 3.0);  // every |ref| inside the rigorous bound
+  const Report loose = decide(c, ref, cand, Options{});
+  EXPECT_EQ(loose.trust.state, State::untrusted);
+  EXPECT_TRUE(loose.trust.proves_nothing) << loose.trust.reason;
+  c.bound3.assign(4, 0.5);  // the probabilistic bound pins every element
+  const Report pinned = decide(c, ref, cand, Options{});
+  EXPECT_EQ(pinned.trust.state, State::passed) << pinned.trust.reason;
+  EXPECT_DOUBLE_EQ(pinned.trust.ref_zero_fraction, 0.0);
+  c.bound3.clear();
+  c.exact_ok.assign(4, 1);  // tier 1 on every element: a zero fails it
+  const Report exact = decide(c, ref, cand, Options{});
+  EXPECT_EQ(exact.trust.state, State::passed) << exact.trust.reason;
+}
+
 // GroupNorm + ReLU: outputs the ReLU clamps are zero by construction and do
 // not count as the reference's zeros; an output the ReLU clamps almost
 // everywhere proves nothing; one it clamps by half is judged on the rest.
