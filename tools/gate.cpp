@@ -115,11 +115,11 @@ oracle::GroupNormInputs groupnorm_inputs(const GroupNormProblem& g, const std::m
 
 }  // namespace
 
-void check_range(const Problem& p, const Fill& fill, const std::map<Role, Tensor>& in, const References& refs) {
+void check_range(const Problem& p, const kernels::Plan& plan, const Fill& fill, const std::map<Role, Tensor>& in,
+                 const References& refs) {
   std::string why;
   for (const auto& s : inputs(p))
     if (why.empty() && !s.derived) why = oracle::nonfinite_input(s.role, in.at(s.role));
-  const kernels::Plan plan = kernels::plan(p);
   if (why.empty()) {
     if (std::holds_alternative<ConvProblem>(p)) {
       for (const auto& s : outputs(p))
@@ -210,7 +210,7 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
       const auto in = ref::make_inputs(p, f);
       enter("reference");
       const References refs = references(p, in);
-      check_range(p, f, in, refs);
+      check_range(p, plan, f, in, refs);
       enter("kernel");
       const auto got = kernels::run(p, plan, kernels::pointers(in));
       fr.digest = digests_of(got);

@@ -101,8 +101,9 @@ References references(const Problem& p, const std::map<Role, Tensor>& in);
 // Inputs under which a correct kernel cannot be held to the fp64 reference
 // (oracle::range_problem: an input that overflowed its dtype, sums beyond
 // the accumulator's range): an InputError naming the fill, thrown before any
-// kernel runs.
-void check_range(const Problem& p, const Fill& fill, const std::map<Role, Tensor>& in, const References& refs);
+// kernel runs. `plan` is p's plan (its reductions give the accumulators).
+void check_range(const Problem& p, const kernels::Plan& plan, const Fill& fill, const std::map<Role, Tensor>& in,
+                 const References& refs);
 
 // The oracle's verdict on every output of p: `got` (in the outputs' dtypes)
 // against the fp64 references, bounds from plan.reduction.

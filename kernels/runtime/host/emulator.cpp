@@ -279,6 +279,13 @@ std::atomic<std::uintptr_t> g_wild_pages[kWildPages];
 std::atomic<std::size_t> g_wild_count{0};
 std::atomic<std::uintptr_t> g_wild_addr{0};
 thread_local bool t_in_kernel = false;
+// t_in_kernel for one work-group's run, however it ends.
+struct InKernel {
+  InKernel() { t_in_kernel = true; }
+  ~InKernel() { t_in_kernel = false; }
+  InKernel(const InKernel&) = delete;
+  InKernel& operator=(const InKernel&) = delete;
+};
 
 // Maps a zero page over the unmapped page of `addr` (async-signal-safe: one
 // system call); true when the access may repeat.
@@ -1227,11 +1234,9 @@ void launch_erased(const char* name, const LaunchConfig& lc, const Job& job) {
       const std::uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= nwg) return;
       try {
-        t_in_kernel = true;
+        const InKernel in_kernel;
         ex.run_workgroup(L, wg_at(i));
-        t_in_kernel = false;
       } catch (const std::exception& e) {
-        t_in_kernel = false;
         ex.launch = nullptr;
         std::lock_guard lk(err_mutex);
         if (i < err_index) {
