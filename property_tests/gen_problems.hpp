@@ -120,6 +120,54 @@ inline rc::Gen<ConvProblem> gen_conv() {
   });
 }
 
+// Convolution problems the matrix-core kernels run (conv_mma's contract and
+// scatter families, conv_wgrad_mma): bf16 / fp16 inputs, 16 or 32 channels
+// per group on both sides (and 32 of the large side's where one tap would
+// leave backward-weight's M short of a quarter tile), k in {1, 2, 3},
+// stride and dilation 1-2, asymmetric padding, bias, and extents grown
+// until both tensors have at least 128 positions per batch (a block tile of
+// GEMM rows on either side, whichever the direction contracts). Kept small
+// otherwise: every product goes through the emulator's atom model.
+inline rc::Gen<ConvProblem> gen_conv_mma() {
+  return rc::gen::exec([] {
+    ConvProblem p;
+    p.op = *rc::gen::element(ConvOp::conv3d, ConvOp::conv_transpose3d);
+    p.dir = *rc::gen::element(ConvDir::fwd, ConvDir::bwd_data, ConvDir::bwd_weight);
+    p.n = *rc::gen::inRange<std::int64_t>(1, 3);
+    p.groups = *rc::gen::inRange<std::int64_t>(1, 3);
+    std::int64_t taps = 1;
+    for (int a = 0; a < 3; ++a) {
+      p.kernel[a] = *rc::gen::element<std::int64_t>(1, 2, 3);
+      p.stride[a] = *rc::gen::inRange<std::int64_t>(1, 3);
+      p.dilation[a] = *rc::gen::inRange<std::int64_t>(1, 3);
+      p.pad_front[a] = *rc::gen::inRange<std::int64_t>(0, 2);
+      p.pad_back[a] = *rc::gen::inRange<std::int64_t>(0, 2);
+      p.in[a] = *rc::gen::inRange<std::int64_t>(2, 7);
+      taps *= p.kernel[a];
+    }
+    std::int64_t cin_g = *rc::gen::element<std::int64_t>(16, 32), cout_g = *rc::gen::element<std::int64_t>(16, 32);
+    // The large side: conv3d's input, conv_transpose3d's output.
+    if (taps == 1) (p.op == ConvOp::conv3d ? cin_g : cout_g) = 32;
+    p.cin = p.groups * cin_g;
+    p.cout = p.groups * cout_g;
+    auto positions = [](const Axis3& e) { return e[0] * e[1] * e[2]; };
+    for (int a = 0; a < 3; ++a) {
+      const std::int64_t span = p.dilation[a] * (p.kernel[a] - 1) + 1;
+      if (p.op == ConvOp::conv3d) p.in[a] = std::max(p.in[a], span - p.pad_front[a] - p.pad_back[a]);
+      else
+        while ((p.in[a] - 1) * p.stride[a] - p.pad_front[a] - p.pad_back[a] + span < 1) ++p.in[a];
+    }
+    for (int grow = 0; p.n * std::min(positions(p.in), positions(p.out())) < 128 * p.stride[0] * p.stride[1] * p.stride[2];
+         grow = (grow + 1) % 3)
+      ++p.in[grow];
+    p.bias = p.dir != ConvDir::bwd_data && *rc::gen::element(false, true);
+    p.src = *rc::gen::element(DType::bf16, DType::fp16);
+    p.dst = *rc::gen::element(DType::fp32, p.src);
+    p.validate();
+    return p;
+  });
+}
+
 // A fill for a convolution: the exact lattice fill (tier 1), signed or
 // all-positive random data.
 inline rc::Gen<Fill> gen_conv_fill(const ConvProblem& p) {

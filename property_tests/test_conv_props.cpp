@@ -34,6 +34,25 @@ RC_GTEST_PROP(ConvProps, GeneratedProblemsAreValidAndSupported, ()) {
   RC_ASSERT(s.ok);
 }
 
+// The generated matrix-core problems reach the matrix-core kernels (their
+// plans' variant) and pass the gate: the properties above pick the
+// portable kernels almost always (few channels, few positions).
+RC_GTEST_PROP(ConvProps, MatrixCoreKernelsPassTheOracle, ()) {
+  const ConvProblem p = *prop::gen_conv_mma();
+  const Fill f = *prop::gen_conv_fill(p);
+  RC_LOG() << "repro: kgate check '" << to_descriptor(p) << "' --fill " << fill_string(f) << " --seed " << f.seed << "\n";
+  const kernels::Support s = kernels::is_supported(Problem(p));
+  RC_LOG() << s.reason;
+  RC_ASSERT(s.ok);
+  const kernels::Plan plan = kernels::plan(Problem(p));
+  RC_LOG() << kernels::to_string(plan);
+  RC_ASSERT(plan.variant.rfind("mma-", 0) == 0u);
+  RC_TAG(plan.steps.at(0).kernel);
+  const prop::Verdict v = prop::gate_verdict(Problem(p), f);
+  RC_LOG() << v.evidence;
+  RC_ASSERT(v.ok);
+}
+
 // x [n][D][H][W][c] copied into a zero tensor of extent `ext` at offset `at`
 // (per spatial axis; source planes outside x stay zero).
 Tensor place(const Tensor& x, const Axis3& ext, const Axis3& at, std::int64_t d_begin, std::int64_t d_end) {

@@ -5,7 +5,18 @@
 // is zero except for values planted at those elements; a wrapped 32-bit
 // offset would read a zero (or fault) instead, or write elsewhere. About
 // 4.3 GB of memory (runs alone).
+//
+// The matrix-core kernels (conv_mma for the contract and scatter families,
+// conv_wgrad_mma) get the same test through the driver (kernels::run, the
+// host tensor plus its device copy: about 8.6 GB), with the channel counts
+// their plans need (at least 3 of K and 16 of N per group): the planted
+// elements lie past 2^31 in the 16-byte-run-free channel layout the plan
+// picks, and the run is checked to be the matrix-core plan. CTest runs them
+// on both emulator targets (KGATE_HOST_TARGET), whose atoms tile the lanes
+// differently.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "kernels/api.hpp"
 #include "kernels/conv3d/conv3d.hpp"
@@ -120,6 +131,114 @@ TEST(ConvLarge, BackwardDataWritesPastTwoToTheThirtyOne) {
   EXPECT_EQ(at(Large::at(0)), 5.0f);
   EXPECT_EQ(at(Large::at(1)), 7.0f);
   EXPECT_EQ(at(Large::at(2)), 0.0f);
+}
+
+// Runs p through the driver with x (or dy for bwd_data) a zero tensor
+// holding `planted` (linear index, value), the other inputs given; returns
+// the outputs. Asserts the plan is a matrix-core one.
+std::map<Role, Tensor> run_mma(const Problem& p, std::map<Role, Tensor>& in) {
+  const kernels::Plan plan = kernels::plan(p);
+  EXPECT_EQ(plan.variant.rfind("mma-", 0), 0u) << plan.variant;
+  return kernels::run(p, plan, kernels::pointers(in));
+}
+
+// Forward over x [1][897^3][3] (2,165,204,019 elements): a k1 s16
+// convolution to 16 output channels reads the lattice (57^3 positions); the
+// last two lie past 2^31.
+TEST(ConvLarge, MatrixCoreContractReadsPastTwoToTheThirtyOne) {
+  const Problem p = parse_descriptor("conv3d.fwd bf16:fp32 n1 c3 k16 d897 kd1 s16");
+  ASSERT_TRUE(kernels::is_supported(p)) << kernels::is_supported(p).reason;
+  const auto& cp = std::get<ConvProblem>(p);
+  constexpr std::int64_t E = 897, last = 896;
+  std::map<Role, Tensor> in;
+  in.emplace(Role::x, Tensor(DType::bf16, {1, E, E, E, 3}));
+  const std::int64_t at0 = ((last * E + last) * E + last) * 3 + 2, at1 = at0 - 16 * 3;
+  ASSERT_GT(at1, std::int64_t{1} << 31);
+  in.at(Role::x).set(at0, 2.0);
+  in.at(Role::x).set(at1, 3.0);
+  Tensor w(DType::bf16, {16, 1, 1, 1, 3});
+  w.set(5 * 3 + 2, 1.0);  // output channel 5 reads input channel 2
+  in.emplace(Role::w, std::move(w));
+  const auto out = run_mma(p, in);
+  const Tensor& y = out.at(Role::y);
+  const std::int64_t outs = cp.out()[0] * cp.out()[1] * cp.out()[2];
+  EXPECT_EQ(y.get((outs - 1) * 16 + 5), 2.0);
+  EXPECT_EQ(y.get((outs - 2) * 16 + 5), 3.0);
+  EXPECT_EQ(y.get((outs - 3) * 16 + 5), 0.0);
+  EXPECT_EQ(y.get((outs - 1) * 16 + 4), 0.0);
+}
+
+// Backward-data writes dx [1][513^3][16] (2,160,091,152 elements) from dy
+// [1][33^3][3] through a k1 s16 convolution. As for the portable scatter
+// kernel above, only stride phase 0 of the plan's conv_mma launch runs (it
+// holds every lattice position; the other 4095 phases write zeros, minutes
+// of emulation), with the plan's block and dynamic LDS.
+TEST(ConvLarge, MatrixCoreScatterWritesPastTwoToTheThirtyOne) {
+  const Problem p = parse_descriptor("conv3d.bwd_data bf16 n1 c16 k3 d513 kd1 s16");
+  ASSERT_TRUE(kernels::is_supported(p)) << kernels::is_supported(p).reason;
+  const auto& cp = std::get<ConvProblem>(p);
+  const kernels::Plan plan = kernels::plan(p);
+  ASSERT_EQ(plan.variant.rfind("mma-", 0), 0u) << plan.variant;
+  ASSERT_EQ(plan.steps.size(), 1u);  // no split of K: one tap
+  ASSERT_EQ(plan.steps.at(0).grid[2], 4096u);
+  const std::int64_t outs = cp.out()[0] * cp.out()[1] * cp.out()[2];
+  std::vector<kgate::bf16> dyh(static_cast<std::size_t>(outs * 3), kgate::bf16::from_float(0.0f));
+  dyh[static_cast<std::size_t>((outs - 1) * 3)] = kgate::bf16::from_float(5.0f);
+  dyh[static_cast<std::size_t>((outs - 2) * 3)] = kgate::bf16::from_float(7.0f);
+  std::vector<kgate::bf16> wh(3 * 16, kgate::bf16::from_float(0.0f));
+  wh[15] = kgate::bf16::from_float(1.0f);  // dx channel 15 gets dy channel 0
+  rt::DeviceBuffer<kgate::bf16> dy(dyh.size()), w(wh.size());
+  dy.upload(dyh);
+  w.upload(wh);
+  constexpr std::int64_t E = 513, last = 512;
+  const std::int64_t numel = E * E * E * 16;
+  rt::DeviceBuffer<kgate::bf16> dx(static_cast<std::size_t>(numel));
+  rt::device_memset(dx.data(), 0xff, static_cast<std::size_t>(numel) * 2);  // NaN where phase 0 writes nothing
+  const cv::GemmArgs a{kernels::conv_device_geom(cp), dy.data(), w.data(), nullptr, dx.data(), 1};
+  rt::LaunchConfig c = launch_of(plan.steps.at(0));
+  c.grid.z = 1;
+  c.lds_bytes = plan.steps.at(0).lds_bytes;
+  rt::mma::with_default_atom<rt::MmaType::bf16>([&](auto atom) {
+    KGATE_LAUNCH((cv::conv_mma<decltype(atom), kgate::bf16, kgate::bf16, true>), c, a);
+  });
+  auto at = [&](std::int64_t i) {
+    kgate::bf16 v;
+    rt::copy_d2h(&v, dx.data() + i, sizeof v);
+    return v.to_float();
+  };
+  const std::int64_t at0 = ((last * E + last) * E + last) * 16 + 15, at1 = at0 - 16 * 16;
+  ASSERT_GT(at1, std::int64_t{1} << 31);
+  EXPECT_EQ(at(at0), 5.0f);
+  EXPECT_EQ(at(at1), 7.0f);
+  EXPECT_EQ(at(at0 - 1), 0.0f);          // channel 14 of the last position
+  EXPECT_EQ(at(at1 - 16 * 16), 0.0f);    // the lattice position before
+  EXPECT_TRUE(std::isnan(at(at0 - 16)));  // phase 1's position: not written by phase 0
+}
+
+// Backward-weight over x [1][417^3][32] (2,320,344,736 elements) and dy
+// [1][27^3][16] (k1 s16): dw[co][ci] sums dy * x over the lattice, whose
+// last positions lie past 2^31.
+TEST(ConvLarge, MatrixCoreBackwardWeightReadsPastTwoToTheThirtyOne) {
+  const Problem p = parse_descriptor("conv3d.bwd_weight bf16:fp32 n1 c32 k16 d417 kd1 s16");
+  ASSERT_TRUE(kernels::is_supported(p)) << kernels::is_supported(p).reason;
+  const auto& cp = std::get<ConvProblem>(p);
+  const std::int64_t outs = cp.out()[0] * cp.out()[1] * cp.out()[2];
+  constexpr std::int64_t E = 417, last = 416;
+  std::map<Role, Tensor> in;
+  in.emplace(Role::x, Tensor(DType::bf16, {1, E, E, E, 32}));
+  const std::int64_t at0 = ((last * E + last) * E + last) * 32 + 31, at1 = at0 - 16 * 32;
+  ASSERT_GT(at1, std::int64_t{1} << 31);
+  in.at(Role::x).set(at0, 2.0);
+  in.at(Role::x).set(at1, 3.0);
+  Tensor dy(DType::bf16, {1, cp.out()[0], cp.out()[1], cp.out()[2], 16});
+  dy.set((outs - 1) * 16 + 9, 5.0);
+  dy.set((outs - 2) * 16 + 9, 7.0);
+  in.emplace(Role::dy, std::move(dy));
+  const auto out = run_mma(p, in);
+  const Tensor& dw = out.at(Role::dw);  // [16][1][1][1][32]
+  EXPECT_EQ(dw.get(9 * 32 + 31), 2.0 * 5.0 + 3.0 * 7.0);
+  EXPECT_EQ(dw.get(9 * 32 + 30), 0.0);
+  EXPECT_EQ(dw.get(8 * 32 + 31), 0.0);
 }
 
 }  // namespace
