@@ -32,7 +32,8 @@ std::int64_t term_depth(const ReductionPlan& plan, DType src) {
 double rigorous_relative(const ReductionPlan& plan, DType src) {
   const double g = gamma(static_cast<double>(term_depth(plan, src)), accumulation_u(plan));
   const double up = plan.narrow_partials() ? unit_roundoff(plan.partial) : 0.0;
-  return (1.0 + g) * (1.0 + up) - 1.0;
+  const double uo = plan.operand_bits > 0 ? std::ldexp(1.0, -plan.operand_bits) : 0.0;
+  return (1.0 + g) * (1.0 + up) * (1.0 + uo) * (1.0 + uo) - 1.0;
 }
 
 double hm_lambda(double roundings, double u, double p_false) {

@@ -26,8 +26,10 @@ double output_u(DType dst);
 // bf16/fp16 are exact in fp32).
 std::int64_t term_depth(const ReductionPlan& plan, DType src);
 
-// Relative tier-2 factor on A_i: (1 + gamma_D(u_acc)) * (1 + u_partial) - 1,
-// u_partial only when the plan stores partials in a narrower format.
+// Relative tier-2 factor on A_i: (1 + gamma_D(u_acc)) * (1 + u_partial) *
+// (1 + u_operand)^2 - 1, u_partial only when the plan stores partials in a
+// narrower format, u_operand = 2^-operand_bits only when the plan rounds the
+// operands (each product's two factors err by u_operand relative).
 double rigorous_relative(const ReductionPlan& plan, DType src);
 
 // lambda of Higham and Mary (2019) so that a run with `roundings` independent

@@ -77,6 +77,8 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
                          const GroupNormInputs& in, const ReductionPlan& plan, const Fill& fill,
                          const Options& opt) {
   plan.validate();
+  if (plan.narrow_partials() || plan.operand_bits > 0)
+    throw std::invalid_argument("compare_groupnorm: the bounds assume fp32 statistics (no narrow partials, no operand rounding)");
   if (!in.x || !in.mean || !in.rstd) throw std::invalid_argument("compare_groupnorm: x, mean and rstd are required");
   const bool bwd = p.dir == GnDir::bwd;
   if (bwd && !in.dy) throw std::invalid_argument("compare_groupnorm: backward needs dy");

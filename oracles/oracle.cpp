@@ -310,7 +310,8 @@ Report compare_conv(const ConvProblem& p, Role output, const Tensor& reference, 
   const double floor = underflow_floor(plan, src_for_depth, c.dst);
   const std::int64_t k = std::max<std::int64_t>(1, is_db ? plan.length * plan.splits : p.reduction_length());
   const double rel_ref = reference_relative(k + 2);
-  const bool t3 = plan.model == AccumModel::ieee_rn && plan.length <= opt.tier3_max_sequential;
+  const bool t3 =
+      plan.model == AccumModel::ieee_rn && plan.length <= opt.tier3_max_sequential && plan.operand_bits == 0;
   if (plan.model == AccumModel::ieee_rn && !t3)
     c.tier3_reason = "sequential length " + std::to_string(plan.length) + " > " +
                      std::to_string(opt.tier3_max_sequential) +
@@ -319,6 +320,11 @@ Report compare_conv(const ConvProblem& p, Role output, const Tensor& reference, 
     const double roundings =
         std::max({opt.run_roundings, opt.min_run_roundings, static_cast<double>(n) * static_cast<double>(c.depth)});
     c.lambda = hm_lambda(roundings, c.u_acc, opt.p_false);
+  } else if (plan.operand_bits > 0) {
+    // The operands' roundings are fixed by the inputs (one per input element,
+    // shared by every product it enters), not independent per product.
+    c.tier3_reason = "operands rounded to " + std::to_string(plan.operand_bits) +
+                     " bits before the products: those errors are shared between terms, not independent";
   } else if (plan.model == AccumModel::mfma_cdna3) {
     c.tier3_reason = "truncating MFMA accumulation (mfma_cdna3): rounding errors are biased, not independent";
   } else if (plan.model == AccumModel::mma_sm90) {
@@ -340,6 +346,8 @@ Report compare_conv(const ConvProblem& p, Role output, const Tensor& reference, 
     // Integers in chunks: alignment to the chunk max keeps 24 fractional bits,
     // so integer products below 2^24 are never truncated; the same limit holds.
   }
+  // Operands rounded to operand_bits (tf32: 11) keep the lattice fill's
+  // integers (|v| <= lattice_max(role) = 4) exact: tier 1 holds unchanged.
 
   const std::int64_t cout = p.cout;
   c.bound2.resize(n);

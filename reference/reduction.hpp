@@ -14,7 +14,9 @@
 // in `partial` (one rounding when narrower than `acc`), then the partials are
 // combined in `acc` by a tree (depth ceil(log2 S)) or serially (S - 1 adds).
 // `epilogue_ops` counts the floating-point operations after the reduction
-// (bias add, scale, ...) each rounded in `acc`.
+// (bias add, scale, ...) each rounded in `acc`. `operand_bits` > 0: both
+// operands of every product are rounded to nearest with that many
+// significand bits before it (tf32: 11), a relative error of 2^-bits each.
 //
 // depth() = D, the number of roundings one term can pass through:
 //   S == 1: L;  tree: L + ceil(log2 S);  serial: L + S - 1.
@@ -59,6 +61,7 @@ struct ReductionPlan {
   // epilogue ops (a library that adds the bias to its already rounded
   // output): one more rounding, of a value up to |y| + |b|.
   bool rounded_before_epilogue = false;
+  int operand_bits = 0;  // 0: operands used as given
 
   // Combine levels: ceil(log2 S) for a tree, S - 1 serially, 0 when S == 1.
   std::int64_t combine_depth() const {
@@ -80,6 +83,7 @@ struct ReductionPlan {
     if (splits < 1) throw InputError("reduction.splits", "must be >= 1, got " + std::to_string(splits));
     if (chunk < 1) throw InputError("reduction.chunk", "must be >= 1, got " + std::to_string(chunk));
     if (epilogue_ops < 0) throw InputError("reduction.epilogue_ops", "must be >= 0");
+    if (operand_bits < 0 || operand_bits > 53) throw InputError("reduction.operand_bits", "must be in [0, 53]");
     if (significand_bits(partial) > significand_bits(acc))
       throw InputError("reduction.partial", "wider than the accumulator");
   }
@@ -114,6 +118,7 @@ inline std::string to_string(const ReductionPlan& p) {
   if (p.model != AccumModel::ieee_rn) o << " chunk=" << p.chunk;
   if (p.epilogue_ops) o << " epi=" << p.epilogue_ops;
   if (p.rounded_before_epilogue) o << " rounded-before-epi";
+  if (p.operand_bits) o << " operands=" << p.operand_bits << "b";
   o << " (D=" << p.depth() << ")";
   return o.str();
 }
@@ -128,7 +133,8 @@ inline nlohmann::json to_json(const ReductionPlan& p) {
                         {"model", std::string(name(p.model))},
                         {"chunk", p.chunk},
                         {"epilogue_ops", p.epilogue_ops},
-                        {"rounded_before_epilogue", p.rounded_before_epilogue}};
+                        {"rounded_before_epilogue", p.rounded_before_epilogue},
+                        {"operand_bits", p.operand_bits}};
 }
 
 // Rejects unknown fields; missing fields take the defaults above (partial
@@ -136,7 +142,7 @@ inline nlohmann::json to_json(const ReductionPlan& p) {
 inline ReductionPlan reduction_from_json(const nlohmann::json& j, const std::string& where = "reduction") {
   if (!j.is_object()) throw InputError(where, "expected a JSON object");
   static const char* const kKnown[] = {"length", "splits", "combine", "acc", "partial", "model", "chunk", "epilogue_ops",
-                                       "rounded_before_epilogue"};
+                                       "rounded_before_epilogue", "operand_bits"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : kKnown) ok = ok || it.key() == k;
@@ -180,6 +186,7 @@ inline ReductionPlan reduction_from_json(const nlohmann::json& j, const std::str
   else throw InputError(where + ".model", "expected ieee_rn, mfma_cdna3 or mma_sm90, got '" + m + "'");
   p.chunk = static_cast<int>(integer("chunk", 8, INT_MIN, INT_MAX));
   p.epilogue_ops = static_cast<int>(integer("epilogue_ops", 0, INT_MIN, INT_MAX));
+  p.operand_bits = static_cast<int>(integer("operand_bits", 0, INT_MIN, INT_MAX));
   if (j.contains("rounded_before_epilogue")) {
     const nlohmann::json& v = j.at("rounded_before_epilogue");
     if (!v.is_boolean()) throw InputError(where + ".rounded_before_epilogue", "expected true or false, got " + v.dump());

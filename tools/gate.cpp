@@ -227,14 +227,7 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
       }
       enter("oracle");
       fr.roles = judge(p, plan, f, in, refs, got);
-      for (const auto& rr : fr.roles) {
-        fr.state = worse(fr.state, verdict(rr.report));
-        if (proves(rr.report)) proven.insert(rr.role);
-        else if (rr.report.trust.proves_nothing && verdict(rr.report) == State::passed)
-          fr.detail += (fr.detail.empty() ? "" : "; ") + rr.role + ": not verified by this fill (" +
-                       rr.report.trust.reason + ")";
-        fr.worst_margin = std::max(fr.worst_margin, rr.report.tier2.max_margin);
-      }
+      add_verdicts(fr, proven);
     } catch (const InputError&) {
       throw;
     } catch (const rt::Unavailable& e) {
@@ -255,6 +248,23 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
     r.worst_margin = std::max(r.worst_margin, fr.worst_margin);
     r.fills.push_back(std::move(fr));
   }
+  conclude(p, r, proven);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+void add_verdicts(FillResult& fr, std::set<std::string>& proven) {
+  for (const auto& rr : fr.roles) {
+    fr.state = worse(fr.state, verdict(rr.report));
+    if (proves(rr.report)) proven.insert(rr.role);
+    else if (rr.report.trust.proves_nothing && verdict(rr.report) == State::passed)
+      fr.detail += (fr.detail.empty() ? "" : "; ") + rr.role + ": not verified by this fill (" +
+                   rr.report.trust.reason + ")";
+    fr.worst_margin = std::max(fr.worst_margin, rr.report.tier2.max_margin);
+  }
+}
+
+void conclude(const Problem& p, Result& r, const std::set<std::string>& proven) {
   // A problem is verified only where every output was: an output that every
   // fill left unproven (all zeros, or clamped, whatever the kernel returns)
   // is untrusted, never passed.
@@ -275,8 +285,14 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
                  " (under every fill the comparison proves nothing: see the trust lines)";
     }
   }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+}
+
+kernels::Plan model_plan(const Problem& p, const oracle::Model& m) {
+  kernels::Plan pl;
+  pl.op = op_dir_name(p);
+  pl.variant = "model:" + m.name();
+  pl.reduction = oracle::model_reductions(p, m);
+  return pl;
 }
 
 double footprint_bytes(const Problem& p) {
@@ -337,6 +353,7 @@ std::string command_prefix() {
 }
 
 std::string Result::repro() const {
+  if (!repro_line.empty()) return repro_line;
   const FillResult* worst = nullptr;
   for (const auto& f : fills)
     if (!worst || (is_failure(f.state) && !is_failure(worst->state)) ||

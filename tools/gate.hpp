@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/api.hpp"
+#include "oracles/models.hpp"
 #include "oracles/oracle.hpp"
 #include "reference/conv3d/ref.hpp"
 #include "reference/fill.hpp"
@@ -63,6 +65,7 @@ struct Result {
   std::vector<FillResult> fills;
   double worst_margin = 0;
   double seconds = 0;
+  std::string repro_line;         // when set, what repro() returns (e.g. a `kgate judge` line)
   std::string repro() const;      // the exact command reproducing the worst fill
   nlohmann::json to_json() const;
 };
@@ -124,6 +127,20 @@ std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const
 // environment that cannot run kernels (rt::Unavailable), throws RunError; a
 // kernel's own error is a failed verdict.
 Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats = 1, const PhaseFn& phase = {});
+
+// The verdict of one fill from its judged roles (fr.roles): the worst role
+// verdict, the roles it proved added to `proven`, the roles it could not
+// prove named in fr.detail, the worst tier-2 margin.
+void add_verdicts(FillResult& fr, std::set<std::string>& proven);
+// The problem's verdict after its fills: a passed result with an output
+// that no fill proved (and that is not zero for every input) is untrusted,
+// with the reason.
+void conclude(const Problem& p, Result& r, const std::set<std::string>& proven);
+
+// The plan the oracle judges an external kernel's outputs with: the
+// reductions `m` declares for every output of p (oracle/models.hpp); no
+// launch steps.
+kernels::Plan model_plan(const Problem& p, const oracle::Model& m);
 
 // The bytes evaluate() holds at its peak for p, estimated from the tensor
 // shapes and the plan: the inputs twice (host and device copies), the

@@ -32,6 +32,9 @@
 #include "tools/options.hpp"
 #include "tools/summary.hpp"
 #include "tools/isa_cmd.hpp"
+#include "tools/gate_problems.hpp"
+#include "tools/judge_cmd.hpp"
+#include "tools/select.hpp"
 #include "tools/verify.hpp"
 #include "tools/version.hpp"
 
@@ -40,8 +43,25 @@ using namespace kgate;
 
 namespace {
 
-int cmd_desc(const std::string& text, bool json) {
+nlohmann::json spec_json(const TensorSpec& t, bool input) {
+  nlohmann::json j{{"role", name(t.role)}, {"dtype", name(t.dtype)}, {"dims", t.dims}};
+  if (input) j["derived"] = t.derived;
+  return j;
+}
+
+int cmd_desc(const std::string& text, bool json, bool tensors) {
   const Problem p = parse_descriptor(text);
+  if (tensors) {
+    // The tensors an implementation of p reads and writes (NDHWC), for
+    // drivers and the Python package.
+    nlohmann::json j{{"descriptor", to_descriptor(p)}, {"problem", to_json(p)}, {"op", op_dir_name(p)}};
+    j["inputs"] = nlohmann::json::array();
+    j["outputs"] = nlohmann::json::array();
+    for (const auto& t : inputs(p)) j["inputs"].push_back(spec_json(t, true));
+    for (const auto& t : outputs(p)) j["outputs"].push_back(spec_json(t, false));
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
   if (json) {
     std::cout << to_json(p).dump(2) << "\n";
     return 0;
@@ -55,24 +75,69 @@ int cmd_desc(const std::string& text, bool json) {
   return 0;
 }
 
-// Writes every generated input as <role>.npy and a manifest.json with the
-// problem, the generator and each tensor's digest.
+// Writes every input as <role>.npy (the derived ones too: GroupNorm
+// backward's mean and rstd, as the references compute them from x) and a
+// manifest.json with the problem, the generator and each tensor's digest,
+// which `kgate judge` checks.
 int cmd_gen(const std::string& text, const std::string& fill_text, std::uint64_t seed, const std::string& out) {
   const Problem p = parse_descriptor(text);
+  validate(p);
   const Fill f = fill_text == "lattice" ? lattice_fill(p, seed) : parse_fill(fill_text, seed);
   files::output_folder(out, "--out");
   nlohmann::json manifest{{"descriptor", to_descriptor(p)}, {"problem", to_json(p)}, {"fill", to_json(f)}};
+  const auto in = ref::make_inputs(p, f);
   for (const auto& s : inputs(p)) {
-    if (s.derived) continue;
-    Tensor t(s.dtype, s.dims);
-    fill_tensor(f, p, s.role, t);
+    const Tensor& t = in.at(s.role);
     const std::string file = std::string(name(s.role)) + ".npy";
     write_npy((fs::path(out) / file).string(), t.view());
     manifest["tensors"][std::string(name(s.role))] = {
-        {"file", file}, {"dtype", name(s.dtype)}, {"dims", s.dims}, {"digest", digest(t)}};
-    std::cout << file << "  " << name(s.dtype) << " " << dims_string(s.dims) << "  " << digest(t) << "\n";
+        {"file", file}, {"dtype", name(s.dtype)}, {"dims", s.dims}, {"digest", digest(t)}, {"derived", s.derived}};
+    std::cout << file << "  " << name(s.dtype) << " " << dims_string(s.dims) << "  " << digest(t)
+              << (s.derived ? "  (derived)" : "") << "\n";
   }
   write_file_atomic((fs::path(out) / "manifest.json").string(), manifest.dump(2) + "\n");
+  return 0;
+}
+
+// The problems of a selection (verify's --config, --filter, --full,
+// --flop-budget), one descriptor per line, or as JSON with the corpus
+// entry's configuration, sites and calls per step.
+int cmd_problems(const Selection& sel, bool json) {
+  const std::vector<Problem> work = select_corpus(sel, true);
+  if (!json) {
+    for (const Problem& p : work) std::cout << to_descriptor(p) << "\n";
+    return 0;
+  }
+  // The corpus entries each selected problem stands for (with reduced
+  // extents several full-size entries can share one descriptor).
+  std::vector<corpus::Entry> entries = corpus::load_shapes(sel.corpus);
+  for (auto& e : gate::plan_entries()) entries.push_back(std::move(e));
+  std::map<std::string, nlohmann::json> sources;
+  for (const auto& e : entries) {
+    if (std::find(sel.configs.begin(), sel.configs.end(), e.config) == sel.configs.end()) continue;
+    if (!filter_matches(e, e.problem, sel.filters)) continue;
+    const bool keep = sel.full || e.config == gate::kPlanConfig;
+    const std::string d = to_descriptor(keep ? e.problem : reduce_extents(e.problem, sel.flop_budget));
+    sources[d].push_back({{"config", e.config},
+                          {"corpus_descriptor", e.descriptor},
+                          {"form", name(e.form)},
+                          {"sites", e.sites},
+                          {"calls_per_step", e.calls_per_step}});
+  }
+  nlohmann::json arr = nlohmann::json::array();
+  for (const Problem& p : work) {
+    const std::string d = to_descriptor(p);
+    const nlohmann::json& src = sources.at(d);
+    const nlohmann::json& first = src.front();
+    arr.push_back({{"descriptor", d},
+                   {"op", op_dir_name(p)},
+                   {"config", first.at("config")},
+                   {"form", first.at("form")},
+                   {"sites", first.at("sites")},
+                   {"calls_per_step", first.at("calls_per_step")},
+                   {"sources", src}});
+  }
+  std::cout << arr.dump(2) << "\n";
   return 0;
 }
 
@@ -207,6 +272,23 @@ int main(int argc, char** argv) {
   auto* desc = app.add_subcommand("desc", "Parse, validate and describe a problem");
   desc->add_option("descriptor", descriptor, "problem descriptor (quote it)")->required();
   desc->add_flag("--json", json, "print the problem as JSON");
+  bool tensors = false;
+  desc->add_flag("--tensors", tensors, "print the problem and its input and output tensors (role, dtype, NDHWC dims) as JSON");
+
+  Selection psel;
+  psel.corpus = corpus_path;
+  psel.configs = {"A", "B", "C", "D"};
+  bool pjson = false;
+  auto* problems_cmd = app.add_subcommand("problems", "List the problems of a selection (as verify selects them)");
+  problems_cmd->add_option("--corpus", psel.corpus, "shapes corpus file")->capture_default_str();
+  problems_cmd->add_option("--config", psel.configs, "configurations (A B C D, plan)")->capture_default_str();
+  problems_cmd->add_option("--filter", psel.filters, "KEY=VALUE (op, dir, dtype, site, config, form); repeatable");
+  problems_cmd->add_flag("--full", psel.full, "full extents");
+  options::add_flop_budget(*problems_cmd, psel.flop_budget);
+  problems_cmd->add_flag("--json", pjson, "JSON: descriptor, op, config, form, sites, calls_per_step");
+
+  JudgeCli jcli;
+  auto* judge_cmd = add_judge_command(app, jcli);
 
   auto* gen = app.add_subcommand("gen", "Generate a problem's inputs as .npy files");
   gen->add_option("descriptor", descriptor, "problem descriptor (quote it)")->required();
@@ -297,7 +379,12 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : exit_error;
   }
   try {
-    if (*desc) return cmd_desc(descriptor, json);
+    if (*desc) return cmd_desc(descriptor, json, tensors);
+    if (*problems_cmd) {
+      files::input_file(psel.corpus, "--corpus");
+      return cmd_problems(psel, pjson);
+    }
+    if (*judge_cmd) return run_judge_command(jcli);
     if (*gen) return cmd_gen(descriptor, fill, seed, out);
     if (*make) return cmd_corpus_make(corpus_path, check);
     if (*bmake) {

@@ -96,8 +96,10 @@ std::string xml_escape(const std::string& s) {
   return o;
 }
 
+}  // namespace
+
 std::string junit_xml(const std::vector<Result>& results, const std::vector<BitwiseResult>& bitwise, double seconds,
-                      bool require_all) {
+                      bool require_all, const std::string& suite) {
   int failures = 0, skipped = 0;
   auto count = [&](State s) {
     const bool unverified = s == State::unimplemented || s == State::skipped;
@@ -109,9 +111,9 @@ std::string junit_xml(const std::vector<Result>& results, const std::vector<Bitw
   const std::size_t tests = results.size() + bitwise.size();
   std::ostringstream x;
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-    << "<testsuites name=\"kgate verify\" tests=\"" << tests << "\" failures=\"" << failures << "\" skipped=\""
+    << "<testsuites name=\"" << xml_escape(suite) << "\" tests=\"" << tests << "\" failures=\"" << failures << "\" skipped=\""
     << skipped << "\" time=\"" << seconds << "\">\n"
-    << "  <testsuite name=\"kgate verify\" tests=\"" << tests << "\" failures=\"" << failures << "\" skipped=\""
+    << "  <testsuite name=\"" << xml_escape(suite) << "\" tests=\"" << tests << "\" failures=\"" << failures << "\" skipped=\""
     << skipped << "\" time=\"" << seconds << "\">\n";
   auto testcase = [&](const std::string& classname, const std::string& name, double time, State state,
                       const std::string& detail, const std::string& repro) {
@@ -140,8 +142,6 @@ std::string junit_xml(const std::vector<Result>& results, const std::vector<Bitw
   x << "  </testsuite>\n</testsuites>\n";
   return x.str();
 }
-
-}  // namespace
 
 // Whether every tap of the kernel meets the input somewhere: an extent cut
 // below that leaves whole taps without terms (a reference that is mostly

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "reference/problem.hpp"
+#include "tools/bitwise_cmd.hpp"
 #include "tools/gate.hpp"
 
 namespace kgate {
@@ -41,6 +42,12 @@ struct VerifyOptions {
 };
 
 std::string verify_default_corpus();
+
+// The JUnit XML of a run's results: one testcase per problem and bitwise
+// entry; failed (and, with require_all, unverified) ones carry the evidence
+// and the repro line.
+std::string junit_xml(const std::vector<gate::Result>& results, const std::vector<BitwiseResult>& bitwise,
+                      double seconds, bool require_all, const std::string& suite = "kgate verify");
 void add_verify_options(CLI::App& cmd, VerifyOptions& opt);
 int run_verify(const VerifyOptions& opt);
 

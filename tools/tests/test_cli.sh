@@ -89,7 +89,7 @@ fi
 expect 2 "--corpus: '.*' is a folder; a file is expected" -- "$kgate" verify --corpus "$tmp" --report "$tmp/r.json"
 expect 2 "--bitwise: '.*' is a folder; a file is expected" -- "$kgate" verify --bitwise "$tmp" --report "$tmp/r.json"
 expect 2 "--corpus: '.*' is a folder; a file is expected" -- "$kgate" bitwise run --corpus "$tmp"
-expect 2 "unknown subcommand 'frobnicate' \(one of: desc, gen" -- "$kgate" frobnicate
+expect 2 "unknown subcommand 'frobnicate' \(one of: desc, problems, judge, gen" -- "$kgate" frobnicate
 expect 2 "kgate bitwise: unknown subcommand 'walk' \(one of: make, run\)" -- "$kgate" bitwise walk
 # Every numeric flag is read exactly: the flag, the value and the allowed range.
 for v in nan inf -1 1e400 12abc; do
@@ -223,5 +223,25 @@ expect 2 "--json: '.*afile' exists and is not a folder" -- "$kgate" isa --json "
 expect 2 "environment: KGATE_REF_THREADS='two' is not valid: allowed values are an integer 1\.\.4096" -- \
   env KGATE_REF_THREADS=two "$kgate" check "$D"
 expect 2 "environment: KGATE_REF_THREADS='0' is not valid" -- env KGATE_REF_THREADS=0 "$kgate" verify --filter op=groupnorm.fwd
+
+# judge: the model, the folders and the manifest are checked before any
+# comparison; every refusal names its flag or file.
+J="conv3d.fwd bf16:fp32 n1 c4 k4 d4 kd3 p1"
+"$kgate" gen "$J" --out "$tmp/jin" >/dev/null
+mkdir -p "$tmp/jout"
+expect 2 "--model: unknown model 'fp64'" -- "$kgate" judge "$J" --inputs "$tmp/jin" --outputs "$tmp/jout" --model fp64
+expect 2 "--model: 'bf16-partials' needs its slice count" -- \
+  "$kgate" judge "$J" --inputs "$tmp/jin" --outputs "$tmp/jout" --model bf16-partials
+expect 2 "--inputs: .*nothere" -- "$kgate" judge "$J" --inputs "$tmp/nothere" --outputs "$tmp/jout"
+expect 2 "jout/y.npy: missing: output y \(fp32 1x4x4x4x4\)" -- "$kgate" judge "$J" --inputs "$tmp/jin" --outputs "$tmp/jout"
+expect 2 "--inputs: .* holds the inputs of 'conv3d.fwd bf16:fp32 n1 c4 k4 d4 kd3 p1'" -- \
+  "$kgate" judge "conv3d.fwd bf16 n1 c4 k4 d4 kd3 p1" --inputs "$tmp/jin" --outputs "$tmp/jout"
+expect 2 "--model: mma-sm90 models bf16 / fp16 matrix-core inputs" -- \
+  "$kgate" judge "conv3d.fwd fp32 n1 c4 k4 d4 kd3 p1" --inputs "$tmp/jin" --outputs "$tmp/jout" --model mma-sm90
+expect 2 "--junit: .*same file" -- "$kgate" judge "$J" --inputs "$tmp/jin" --outputs "$tmp/jout" --report - --junit -
+# problems and desc --tensors: what drivers and the Python package read.
+expect 0 '"calls_per_step": 2' -- "$kgate" problems --config A --filter op=groupnorm.fwd --json
+expect 2 '--filter: selects no problem' -- "$kgate" problems --config A --filter op=nothing
+expect 0 '"role": "rstd"' -- "$kgate" desc "groupnorm.bwd bf16 n1 c8 g2 d2" --tensors
 
 finish
