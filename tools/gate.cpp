@@ -175,7 +175,7 @@ std::string out_of_memory(const Problem& p, const std::string& descriptor, const
 
 }  // namespace
 
-Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, const PhaseFn& phase) {
+Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, const PhaseFn& phase, Runner* runner) {
   const auto t0 = std::chrono::steady_clock::now();
   Result r;
   r.descriptor = to_descriptor(p);
@@ -188,14 +188,15 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
     r.reason = e.what();
     return r;
   }
-  const kernels::Support sup = kernels::is_supported(p);
+  if (runner) r.repro_flags = runner->repro_flags();
+  const kernels::Support sup = runner ? runner->is_supported(p) : kernels::is_supported(p);
   if (!sup) {
     const auto ops = kernels::implemented_ops();
-    r.state = std::find(ops.begin(), ops.end(), r.op) == ops.end() ? State::unimplemented : State::skipped;
+    r.state = !runner && std::find(ops.begin(), ops.end(), r.op) == ops.end() ? State::unimplemented : State::skipped;
     r.reason = sup.reason;
     return r;
   }
-  const kernels::Plan plan = kernels::plan(p);
+  const kernels::Plan plan = runner ? runner->plan(p) : kernels::plan(p);
   r.plan = kernels::to_string(plan);
   std::set<std::string> proven;  // outputs some fill verified
   for (const Fill& f : fills) {
@@ -212,13 +213,14 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
       const References refs = references(p, in);
       check_range(p, plan, f, in, refs);
       enter("kernel");
-      const auto got = kernels::run(p, plan, kernels::pointers(in));
+      const auto got = runner ? runner->run(p, plan, in, 0) : kernels::run(p, plan, kernels::pointers(in));
       fr.digest = digests_of(got);
       if (repeats > 0) enter("rerun");
       for (int k = 0; k < repeats; ++k) {
         kernels::RunOptions nan;
         nan.prefill_nan = true;  // what memory held must not matter either
-        const std::string again = digests_of(kernels::run(p, plan, kernels::pointers(in), nan));
+        const std::string again =
+            digests_of(runner ? runner->run(p, plan, in, k + 1) : kernels::run(p, plan, kernels::pointers(in), nan));
         if (again != fr.digest) {
           fr.state = State::failed;
           fr.detail = "nondeterministic: rerun " + std::to_string(k + 1) + " gave " + again + "vs " + fr.digest;
@@ -229,6 +231,8 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
       fr.roles = judge(p, plan, f, in, refs, got);
       add_verdicts(fr, proven);
     } catch (const InputError&) {
+      throw;
+    } catch (const RunError&) {
       throw;
     } catch (const rt::Unavailable& e) {
       throw environment_error(e.what());
@@ -361,6 +365,7 @@ std::string Result::repro() const {
       worst = &f;
   std::string s = command_prefix() + " check '" + descriptor + "'";
   if (worst) s += " --fill " + fill_string(worst->fill) + " --seed " + std::to_string(worst->fill.seed);
+  s += repro_flags;
   return s;
 }
 

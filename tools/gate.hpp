@@ -66,6 +66,7 @@ struct Result {
   double worst_margin = 0;
   double seconds = 0;
   std::string repro_line;         // when set, what repro() returns (e.g. a `kgate judge` line)
+  std::string repro_flags;        // appended to the check line (the runner that ran it)
   std::string repro() const;      // the exact command reproducing the worst fill
   nlohmann::json to_json() const;
 };
@@ -118,6 +119,26 @@ std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const
                               const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got,
                               const std::function<void(const char*)>& phase = [](const char*) {});
 
+// What evaluate() runs a problem's kernel through: kgate's own kernels
+// (nullptr), or an external implementation (tools/external.hpp: a Python
+// driver). is_supported's refusal is "skipped"; plan() gives the reductions
+// the oracle bounds with (an external kernel's: its accumulation model);
+// run() returns every output of p in its dtype, or throws: RunError for an
+// error of the run (a driver that broke the protocol), any other exception
+// for the kernel's own failure. `rerun` numbers the determinism reruns (0:
+// the first run).
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  virtual kernels::Support is_supported(const Problem& p) = 0;
+  virtual kernels::Plan plan(const Problem& p) = 0;
+  virtual std::map<Role, Tensor> run(const Problem& p, const kernels::Plan& plan, const std::map<Role, Tensor>& in,
+                                     int rerun) = 0;
+  // The `kgate check` flags that select this runner again (evaluate puts
+  // them in Result::repro_flags), e.g. " --backend torch --model tf32".
+  virtual std::string repro_flags() const = 0;
+};
+
 // Judges the kernel on one problem with each fill; `repeats` extra kernel
 // runs must reproduce the first run's digests bit for bit. Per fill: inputs,
 // references, check_range (bad input throws before the kernel runs), kernel,
@@ -126,7 +147,8 @@ std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const
 // proves makes it untrusted, with the reason. A failed allocation, or an
 // environment that cannot run kernels (rt::Unavailable), throws RunError; a
 // kernel's own error is a failed verdict.
-Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats = 1, const PhaseFn& phase = {});
+Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats = 1, const PhaseFn& phase = {},
+                Runner* runner = nullptr);
 
 // The verdict of one fill from its judged roles (fr.roles): the worst role
 // verdict, the roles it proved added to `proven`, the roles it could not

@@ -27,6 +27,7 @@
 #include "tools/bitwise_cmd.hpp"
 #include "tools/data.hpp"
 #include "tools/digests_cmd.hpp"
+#include "tools/external.hpp"
 #include "tools/files.hpp"
 #include "tools/gate.hpp"
 #include "tools/options.hpp"
@@ -184,6 +185,9 @@ struct CheckOptions {
   std::string fill;           // empty: the default fills
   std::uint64_t seed = 1;
   std::string backend = "auto";
+  std::vector<std::string> backend_options;
+  std::string model = "fp32-any-order";
+  double driver_timeout = 600;
   int repeats = 1;
   double progress = 5;        // heartbeat period in seconds; 0: none
   double memory_limit = 0;    // bytes; 0: available memory
@@ -194,19 +198,24 @@ struct CheckOptions {
 // the plan, and the command that reproduces it.
 int cmd_check(const std::string& text, const CheckOptions& o) {
   const Problem p = parse_descriptor(text);
-  if (o.backend != "auto" && o.backend != kernels::backend_name())
+  const bool external = gate::is_external_backend(o.backend);
+  if (!external && o.backend != "auto" && o.backend != kernels::backend_name())
     throw InputError("--backend", o.backend + " is not available in this build (it runs the " +
                                       kernels::backend_name() + " backend)");
+  if (external) oracle::parse_model(o.model);
   const nlohmann::json settings = gate::backend_settings();
   std::vector<Fill> fills;
   if (o.fill.empty()) fills = gate::default_fills(p, o.seed);
   else fills.push_back(o.fill == "lattice" ? lattice_fill(p, o.seed) : parse_fill(o.fill, o.seed));
   check_memory({p}, 1, o.memory_limit);
-  std::cout << to_descriptor(p) << "  [" << kernels::backend_name() << "]" << std::endl;
+  std::unique_ptr<gate::Runner> runner;
+  if (external) runner = gate::start_external({o.backend, o.backend_options, o.model, o.driver_timeout});
+  std::cout << to_descriptor(p) << "  [" << (runner ? gate::external_description(*runner) : kernels::backend_name())
+            << "]" << std::endl;
   gate::Result r;
   {
     Heartbeat beat(o.progress);
-    r = gate::evaluate(p, fills, o.repeats, [&](const std::string& phase) { beat.phase(phase); });
+    r = gate::evaluate(p, fills, o.repeats, [&](const std::string& phase) { beat.phase(phase); }, runner.get());
   }
   if (!r.plan.empty()) std::cout << r.plan;
   if (!r.reason.empty()) std::cout << oracle::name(r.state) << ": " << r.reason << "\n";
@@ -308,9 +317,8 @@ int main(int argc, char** argv) {
   check_cmd->add_option("descriptor", descriptor, "problem descriptor (quote it)")->required();
   check_cmd->add_option("--fill", copt.fill, "generator (default: the exact fill, then signed)");
   options::add_seed(*check_cmd, copt.seed);
-  check_cmd->add_option("--backend", copt.backend, "auto | host | hip | cuda")
-      ->check(CLI::IsMember({"auto", "host", "hip", "cuda"}))
-      ->capture_default_str();
+  options::add_backend(*check_cmd, copt.backend);
+  options::add_external_options(*check_cmd, copt.backend_options, copt.model, copt.driver_timeout);
   check_cmd->add_option("--repeats", copt.repeats, "extra kernel runs that must reproduce the digests")
       ->check(options::integer_in(0, 1000))
       ->capture_default_str();

@@ -1,5 +1,7 @@
 #include "tools/options.hpp"
 
+#include "oracles/models.hpp"
+
 #include <charconv>
 #include <cmath>
 #include <sstream>
@@ -73,4 +75,30 @@ CLI::Option* add_report(CLI::App& c, const std::string& flag, std::string& path,
   return o;
 }
 
+CLI::Option* add_backend(CLI::App& c, std::string& backend) {
+  return c
+      .add_option("--backend", backend,
+                  "auto | host | hip | cuda (kgate's kernels) | torch | python:MODULE[:ATTR] (an external implementation)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "auto" || v == "host" || v == "hip" || v == "cuda" || v == "torch") return "";
+            if (v.rfind("python:", 0) == 0 && v.size() > 7) return "";
+            return "expected auto, host, hip, cuda, torch or python:MODULE[:ATTR], got '" + v + "'";
+          },
+          "BACKEND"))
+      ->capture_default_str();
+}
+
+void add_external_options(CLI::App& c, std::vector<std::string>& backend_options, std::string& model, double& timeout) {
+  c.add_option("--backend-option", backend_options,
+               "KEY=VALUE for an external backend (torch: device, channels_last_3d, autocast, cudnn_benchmark, "
+               "deterministic, allow_tf32); repeatable");
+  c.add_option("--model", model, "accumulation model an external backend is judged under: " + oracle::model_help())
+      ->capture_default_str();
+  c.add_option("--driver-timeout", timeout, "seconds an external driver may take per request")
+      ->check(real_in(0.1, 86400))
+      ->capture_default_str();
+}
+
 }  // namespace kgate::options
+

@@ -27,6 +27,13 @@ CLI::Option* add_seed(CLI::App& c, std::uint64_t& seed, const std::string& help 
 CLI::Option* add_flop_budget(CLI::App& c, double& budget, const std::string& help = "reduced extents: cost cap per problem");
 // --memory-limit: bytes in [0, 1e30]; 0 (the default) means MemAvailable.
 CLI::Option* add_memory_limit(CLI::App& c, double& bytes);
+// --backend: kgate's backends (auto, host, hip, cuda) or an external
+// implementation (torch, python:MODULE[:ATTR]: tools/external.hpp).
+CLI::Option* add_backend(CLI::App& c, std::string& backend);
+// The external backends' flags: --backend-option KEY=VALUE (repeatable),
+// --model (the accumulation model), --driver-timeout (seconds per request).
+void add_external_options(CLI::App& c, std::vector<std::string>& backend_options, std::string& model, double& timeout);
+
 // A report file flag (--report, --junit, --json, --svg, --out): its path,
 // '' writes none where the default is a file, '-' standard output.
 CLI::Option* add_report(CLI::App& c, const std::string& flag, std::string& path, const std::string& help);

@@ -27,6 +27,7 @@
 #include "tools/files.hpp"
 #include "tools/gate.hpp"
 #include "tools/options.hpp"
+#include "tools/external.hpp"
 #include "tools/summary.hpp"
 #include "tools/select.hpp"
 #include "tools/signals.hpp"
@@ -37,9 +38,8 @@ std::string verify_default_corpus() { return data::path("corpus/shapes.json"); }
 
 void add_verify_options(CLI::App& cmd, VerifyOptions& opt) {
   cmd.add_option("--corpus", opt.corpus, "shapes corpus file")->capture_default_str();
-  cmd.add_option("--backend", opt.backend, "auto | host | hip | cuda")
-      ->check(CLI::IsMember({"auto", "host", "hip", "cuda"}))
-      ->capture_default_str();
+  options::add_backend(cmd, opt.backend);
+  options::add_external_options(cmd, opt.backend_options, opt.model, opt.driver_timeout);
   cmd.add_option("--filter", opt.filters, "KEY=VALUE (op, dir, dtype, site, config, form); repeatable, all must match");
   cmd.add_option("--config", opt.configs, "configurations to run (A B C D, and plan: the kernels' boundary problems)")->capture_default_str();
   cmd.add_flag("--full", opt.full, "full extents (for GPU backends)");
@@ -65,7 +65,7 @@ using oracle::State;
 
 // One corpus problem: the problem must be a value (descriptor and JSON round
 // trip), then the gate judges the kernel on the default fills.
-Result verify_one(const Problem& p, const VerifyOptions& opt) {
+Result verify_one(const Problem& p, const VerifyOptions& opt, gate::Runner* runner) {
   const std::string d = to_descriptor(p);
   const bool round_trip = to_descriptor(parse_descriptor(d)) == d &&
                           to_json(problem_from_json(nlohmann::json::parse(to_json(p).dump()))) == to_json(p);
@@ -78,7 +78,7 @@ Result verify_one(const Problem& p, const VerifyOptions& opt) {
     r.reason = "descriptor/JSON round trip differs";
     return r;
   }
-  return gate::evaluate(p, gate::default_fills(p, opt.seed), opt.repeats);
+  return gate::evaluate(p, gate::default_fills(p, opt.seed), opt.repeats, {}, runner);
 }
 
 std::string xml_escape(const std::string& s) {
@@ -221,14 +221,19 @@ void check_memory(const std::vector<Problem>& problems, int jobs, double limit) 
 
 int run_verify(const VerifyOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (opt.backend != "auto" && opt.backend != kernels::backend_name())
+  const bool external = gate::is_external_backend(opt.backend);
+  if (!external && opt.backend != "auto" && opt.backend != kernels::backend_name())
     throw InputError("--backend", opt.backend + " is not available in this build (it runs the " +
                                       kernels::backend_name() + " backend)");
+  if (external) oracle::parse_model(opt.model);  // a bad --model before the driver starts
   files::input_file(opt.corpus, "--corpus");
   // The bitwise corpus is read and validated before any work, so that a bad
   // file never costs a whole run's results.
   std::vector<corpus::BitwiseEntry> bitwise_entries;
-  if (!opt.bitwise.empty()) {
+  // The bitwise corpus holds kgate's kernels' digests: an external
+  // implementation is not expected to reproduce them.
+  const std::string bitwise_path = external ? "" : opt.bitwise;
+  if (!bitwise_path.empty()) {
     files::input_file(opt.bitwise, "--bitwise");
     try {
       bitwise_entries = corpus::load_bitwise(opt.bitwise);
@@ -248,11 +253,14 @@ int run_verify(const VerifyOptions& opt) {
   const std::vector<Problem> work =
       select_corpus(Selection{opt.corpus, opt.configs, opt.filters, opt.full, opt.flop_budget});
   check_memory(work, opt.jobs, opt.memory_limit);
+  std::unique_ptr<gate::Runner> runner;
+  if (external) runner = gate::start_external({opt.backend, opt.backend_options, opt.model, opt.driver_timeout});
+  const std::string backend_label = runner ? gate::external_description(*runner) : kernels::backend_name();
 
   // Every finished problem is a line, flushed, on a terminal or in a CI log
   // alike: a run that is killed still shows how far it got.
   if (opt.reports)
-    log << "kgate verify: " << work.size() << " problems, backend " << kernels::backend_name()
+    log << "kgate verify: " << work.size() << " problems, backend " << backend_label
               << (opt.full ? ", full extents" : ", reduced extents") << ", " << opt.jobs << " job(s)"
               << opt.processes_label << std::endl;
   std::vector<Result> results(work.size());
@@ -264,7 +272,7 @@ int run_verify(const VerifyOptions& opt) {
   auto worker = [&] {
     for (std::size_t i; !interrupted() && (i = next++) < work.size();) {
       try {
-        results[i] = verify_one(work[i], opt);
+        results[i] = verify_one(work[i], opt, runner.get());
       } catch (...) {
         std::lock_guard lock(print);
         if (!input_error) input_error = std::current_exception();
@@ -283,7 +291,7 @@ int run_verify(const VerifyOptions& opt) {
     }
   };
   if (opt.distribute) {
-    auto got = opt.distribute(work, [&](const Problem& p) { return verify_one(p, opt); });
+    auto got = opt.distribute(work, [&](const Problem& p) { return verify_one(p, opt, runner.get()); });
     if (!got) return 0;
     results = std::move(*got);
   } else {
@@ -294,7 +302,7 @@ int run_verify(const VerifyOptions& opt) {
     if (interrupted()) {
       // Interrupted (SIGINT): the problems that finished, in a report marked
       // incomplete, then exit 130 as the shell expects.
-      nlohmann::json partial{{"backend", kernels::backend_name()}, {"settings", settings}, {"corpus", opt.corpus},
+      nlohmann::json partial{{"backend", backend_label}, {"settings", settings}, {"corpus", opt.corpus},
                              {"full", opt.full}, {"seed", opt.seed}, {"verdict", "interrupted"},
                              {"incomplete", true}, {"exit_code", exit_interrupted},
                              {"problems_selected", work.size()}, {"problems_finished", done.load()},
@@ -347,7 +355,9 @@ int run_verify(const VerifyOptions& opt) {
   log << "worst margin: largest tier-2 error/bound (fails above 1)" << std::endl;
   std::vector<BitwiseResult> bitwise;
   Tally bw;
-  if (!opt.bitwise.empty()) {
+  if (external && !opt.bitwise.empty())
+    log << "\nbitwise: not run (its digests are kgate's kernels'; " << opt.backend << " is judged by the oracle alone)\n";
+  if (!bitwise_path.empty()) {
     log << "\n";
     bitwise = bitwise_results(bitwise_entries, log);
     for (const auto& b : bitwise) bw.add(b.state);
@@ -355,7 +365,7 @@ int run_verify(const VerifyOptions& opt) {
               << bw.unimplemented << " without a kernel\n";
     if (bitwise.empty()) {
       // A bitwise stage that checked nothing leaves the run incomplete.
-      log << "bitwise: " << opt.bitwise << " has no entries: nothing was checked bit for bit\n";
+      log << "bitwise: " << bitwise_path << " has no entries: nothing was checked bit for bit\n";
       ++bw.skipped;
     }
   }
@@ -372,12 +382,12 @@ int run_verify(const VerifyOptions& opt) {
     return nlohmann::json{{"passed", t.passed}, {"failed", t.failed}, {"unimplemented", t.unimplemented},
                           {"skipped", t.skipped}};
   };
-  nlohmann::json report{{"backend", kernels::backend_name()}, {"settings", settings}, {"corpus", opt.corpus},
+  nlohmann::json report{{"backend", backend_label}, {"settings", settings}, {"corpus", opt.corpus},
                         {"full", opt.full}, {"seed", opt.seed}, {"seconds", seconds},
                         {"require_all", opt.require_all}, {"verdict", all.verdict(opt.require_all)},
                         {"exit_code", all.exit_code(opt.require_all)}, {"failures", all.failed},
                         {"counts", counts(all)}, {"problem_counts", counts(tally)},
-                        {"bitwise", {{"corpus", opt.bitwise}, {"passed", bw.passed}, {"failed", bw.failed},
+                        {"bitwise", {{"corpus", bitwise_path}, {"passed", bw.passed}, {"failed", bw.failed},
                                      {"without_kernel", bw.unimplemented}, {"entries", nlohmann::json::array()}}},
                         {"problems", nlohmann::json::array()}};
   for (const auto& r : results) report["problems"].push_back(r.to_json());

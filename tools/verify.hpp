@@ -16,7 +16,10 @@ namespace kgate {
 
 struct VerifyOptions {
   std::string corpus;                    // shapes corpus file
-  std::string backend = "auto";          // auto | host | hip | cuda
+  std::string backend = "auto";          // auto | host | hip | cuda | torch | python:MODULE[:ATTR]
+  std::vector<std::string> backend_options;  // external backends: KEY=VALUE for the driver
+  std::string model = "fp32-any-order";  // external backends: the accumulation model
+  double driver_timeout = 600;           // external backends: seconds per request
   std::vector<std::string> filters;      // KEY=VALUE, all must match
   // Configurations to run: the corpus's, and "plan" (the kernels' boundary problems).
   std::vector<std::string> configs{"A", "B", "C", "D", "plan"};

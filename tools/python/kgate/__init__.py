@@ -81,7 +81,9 @@ def problems(config="A", filters=(), full=False, flop_budget=None):
     """The corpus problems of configuration(s) `config` (a name or a list of
     names) selected by `filters` ("KEY=VALUE" strings, or a mapping KEY ->
     VALUE; keys as `kgate verify --filter`: op, dir, dtype, site, config,
-    form), at reduced extents unless `full`, within `flop_budget` conv FLOPs."""
+    form), at reduced extents unless `full`, within `flop_budget` conv FLOPs.
+    config=None: kgate's default, every configuration. A selection that
+    matches nothing is an InputError (kgate refuses it, naming --filter)."""
     args = ["problems"]
     for c in _as_list(config):
         args += ["--config", c]
@@ -113,8 +115,13 @@ def problems(config="A", filters=(), full=False, flop_budget=None):
 # --------------------------------------------------------------------------- describe
 
 @functools.lru_cache(maxsize=256)
-def _describe(descriptor):
+def _describe_cached(kgate_bin, descriptor):
     return _json(_run(["desc", descriptor, "--tensors"]), "desc")
+
+
+def _describe(descriptor):
+    # Keyed by the binary too: KGATE_BIN may name another build later.
+    return _describe_cached(binary(), descriptor)
 
 
 def describe(descriptor):
@@ -159,11 +166,15 @@ class Inputs(Mapping):
             raise InputError("manifest.json", f"cannot read {directory / 'manifest.json'}: {e}") from None
         arrays = {}
         for role, t in manifest.get("tensors", {}).items():
-            a = np.load(directory / t["file"], allow_pickle=False)
+            path = directory / t["file"]
+            try:
+                a = np.load(path, allow_pickle=False)
+            except (OSError, ValueError) as e:
+                raise InputError(str(path), f"cannot read input {role}: {e}") from None
             want = numpy_dtype(t["dtype"])
             if a.dtype != want or list(a.shape) != list(t["dims"]):
-                raise RunError(f"{t['file']}: {a.dtype} {list(a.shape)} disagrees with manifest.json "
-                               f"({t['dtype']} {t['dims']})")
+                raise InputError(str(path), f"{a.dtype.str} {list(a.shape)} disagrees with manifest.json "
+                                            f"({t['dtype']} {t['dims']})")
             a.setflags(write=False)
             arrays[role] = a
         return cls(manifest.get("descriptor", ""), manifest, directory, arrays, tmp, gen_args)

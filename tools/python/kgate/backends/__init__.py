@@ -1,0 +1,1 @@
+"""Built-in targets of kgate's driver protocol (kgate.driver)."""
