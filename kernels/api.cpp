@@ -72,6 +72,12 @@ std::map<Role, Tensor> run(const Problem& p, const Plan& pl, const std::map<Role
   return conv_run(std::get<ConvProblem>(p), pl, inputs, opt);
 }
 
+void launch(const Problem& p, const Plan& pl, const DeviceArgs& a) {
+  if (const Support s = is_supported(p); !s) throw std::invalid_argument("launch: " + s.reason);
+  if (const auto* g = std::get_if<GroupNormProblem>(&p)) return groupnorm_launch(*g, pl, a);
+  return conv_launch(std::get<ConvProblem>(p), pl, a);
+}
+
 std::vector<BoundaryProblem> boundary_problems(const std::string& op_dir) {
   if (op_dir == "groupnorm.fwd") return groupnorm_boundary_problems(GnDir::fwd);
   if (op_dir == "groupnorm.bwd") return groupnorm_boundary_problems(GnDir::bwd);

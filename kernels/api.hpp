@@ -96,6 +96,21 @@ Plan plan(const Problem& p);
 // runtime failure (the emulator's defect reports included).
 std::map<Role, Tensor> run(const Problem& p, const Plan& plan, const std::map<Role, const Tensor*>& inputs,
                            const RunOptions& opt = {});
+// Caller-owned device memory for one launch of a plan: every input and
+// output of p by role (dense NDHWC in its dtype: kernels/README's layouts),
+// and plan.workspace_bytes of workspace (may be null when that is 0).
+struct DeviceArgs {
+  std::map<Role, const void*> in;
+  std::map<Role, void*> out;
+  void* workspace = nullptr;
+};
+// Launches plan's steps (is_supported(p) and plan == plan(p) required) on
+// `a`, on this thread's current stream (rt::StreamScope), without
+// allocating and without synchronising, and checks the launches against the
+// plan (check_launches). The entry point of kgate's C ABI (kernels/abi);
+// run() is the same launch on device copies of host tensors.
+void launch(const Problem& p, const Plan& plan, const DeviceArgs& a);
+
 // GroupNorm over a volume split along D into parts, each on its own rank or
 // device (the sharded operators' global statistics): the production kernels
 // in two phases around the caller's combine of every part's partials. p is

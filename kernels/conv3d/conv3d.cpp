@@ -549,6 +549,86 @@ Plan conv_plan(const ConvProblem& p) {
   return pl;
 }
 
+// Pointers of one launch: the direction's two operands, the bias (forward
+// with bias), the main output, db (backward-weight with bias), workspace.
+struct ConvPtrs {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* bias = nullptr;
+  void* out = nullptr;
+  void* dbias = nullptr;
+  void* ws = nullptr;
+};
+
+// The plan's launch sequence on `d`; mark() after each launch.
+template <class Mark>
+void conv_launch_all(const ConvProblem& p, const Shape& s, const ConvPtrs& d, Mark&& mark) {
+  with_conv_types(p.src, p.dst, [&]<class Tin, class Tout>() {
+    switch (s.dp.kind) {
+      case Kind::contract: {
+        const cv::GemmArgs args{s.g, d.a, d.b, d.bias, d.out, s.bn};
+        if (s.atom.ok) {
+          launch_mma<Tin, Tout, false>(s, args, static_cast<float*>(d.ws), mark);
+          break;
+        }
+        KGATE_LAUNCH((cv::conv_contract<Tin, Tout>), conv_config(s.main_grid[0], s.main_grid[1]), args);
+        mark();
+        break;
+      }
+      case Kind::scatter: {
+        const cv::GemmArgs args{s.g, d.a, d.b, d.bias, d.out, s.bn};
+        if (s.atom.ok) {
+          launch_mma<Tin, Tout, true>(s, args, static_cast<float*>(d.ws), mark);
+          break;
+        }
+        const auto cfg = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
+        if (s.one_tap) KGATE_LAUNCH((cv::conv_scatter<Tin, Tout, true>), cfg, args);
+        else KGATE_LAUNCH((cv::conv_scatter<Tin, Tout, false>), cfg, args);
+        mark();
+        break;
+      }
+      case Kind::wgrad: {
+        float* part = static_cast<float*>(d.ws);
+        cv::WgradArgs wa{s.g, d.a, d.b, part, s.bn, s.slice};
+        if (s.atom.ok) {
+          wa.wide = wide_loads(s, {d.a, d.b});
+          wa.wide_small = wide_runs({s.g.csg}, {d.a});
+          wa.halo = s.wgrad_halo && wa.wide;
+          // A halo plan met with tensors not 16-byte aligned (never the
+          // driver's) runs the tap-major tiles over the same slices, which
+          // that path takes as they come; its grid is then not the plan's.
+          rt::LaunchConfig cfg = mma_config(s);
+          cfg.grid.x = static_cast<unsigned>(wgrad_tiles_x(s.g, wa.halo));
+          with_mma_atom<Tin>([&](auto atom) {
+            if (cv::wgrad_apack(s.g.clg) == cv::kMmaVec) KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin>), cfg, wa);
+            else KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin, 4>), cfg, wa);
+          });
+        } else {
+          const auto cfg = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
+          wa.rgroups = s.rgroups;
+          wa.splits = s.splits;
+          wa.quad_large = s.g.clg % cv::kTN == 0 && reinterpret_cast<std::uintptr_t>(d.b) % (sizeof(Tin) * cv::kTN) == 0;
+          if (wa.quad_large) KGATE_LAUNCH((cv::conv_wgrad<Tin, true>), cfg, wa);
+          else KGATE_LAUNCH((cv::conv_wgrad<Tin, false>), cfg, wa);
+        }
+        mark();
+        launch_tree<Tout>({part, s.dw_numel, s.splits, d.out, cv::tree_runs(s.dw_numel)});
+        mark();
+        if (s.dp.db) {
+          float* dpart = part + s.splits * s.dw_numel;
+          const void* dy = s.dp.dy_is_small ? d.a : d.b;
+          const cv::ColsumArgs ca{dy, s.db_rows, p.cout, s.db_slice, s.db_splits, dpart};
+          KGATE_LAUNCH((cv::conv_colsum<Tin>), conv_config(cv::colsum_workgroups(p.cout, s.db_splits)), ca);
+          mark();
+          launch_tree<Tout>({dpart, p.cout, s.db_splits, d.dbias, cv::tree_runs(p.cout)});
+          mark();
+        }
+        break;
+      }
+    }
+  });
+}
+
 std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const std::map<Role, const Tensor*>& in,
                                 const RunOptions& opt) {
   if (!(plan == conv_plan(p))) throw std::invalid_argument("conv: plan does not belong to this problem");
@@ -568,78 +648,50 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
     rt::device_memset(ws.data(), opt.prefill_byte, plan.workspace_bytes);
     if (dbias) rt::device_memset(dbias->data(), opt.prefill_byte, static_cast<std::size_t>(p.cout) * size_of(p.dst));
   }
-  auto launch_all = [&](auto&& mark) {
-    with_conv_types(p.src, p.dst, [&]<class Tin, class Tout>() {
-      switch (s.dp.kind) {
-        case Kind::contract: {
-          const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
-          if (s.atom.ok) {
-            launch_mma<Tin, Tout, false>(s, args, ws.as<float>(), mark);
-            break;
-          }
-          KGATE_LAUNCH((cv::conv_contract<Tin, Tout>), conv_config(s.main_grid[0], s.main_grid[1]), args);
-          mark();
-          break;
-        }
-        case Kind::scatter: {
-          const cv::GemmArgs args{s.g, a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), s.bn};
-          if (s.atom.ok) {
-            launch_mma<Tin, Tout, true>(s, args, ws.as<float>(), mark);
-            break;
-          }
-          const auto cfg = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
-          if (s.one_tap) KGATE_LAUNCH((cv::conv_scatter<Tin, Tout, true>), cfg, args);
-          else KGATE_LAUNCH((cv::conv_scatter<Tin, Tout, false>), cfg, args);
-          mark();
-          break;
-        }
-        case Kind::wgrad: {
-          float* part = ws.as<float>();
-          cv::WgradArgs wa{s.g, a.data(), b.data(), part, s.bn, s.slice};
-          if (s.atom.ok) {
-            wa.wide = wide_loads(s, {a.data(), b.data()});
-            wa.wide_small = wide_runs({s.g.csg}, {a.data()});
-            wa.halo = s.wgrad_halo && wa.wide;
-            // A halo plan met with tensors not 16-byte aligned (never the
-            // driver's) runs the tap-major tiles over the same slices, which
-            // that path takes as they come; its grid is then not the plan's.
-            rt::LaunchConfig cfg = mma_config(s);
-            cfg.grid.x = static_cast<unsigned>(wgrad_tiles_x(s.g, wa.halo));
-            with_mma_atom<Tin>([&](auto atom) {
-              if (cv::wgrad_apack(s.g.clg) == cv::kMmaVec) KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin>), cfg, wa);
-              else KGATE_LAUNCH((cv::conv_wgrad_mma<decltype(atom), Tin, 4>), cfg, wa);
-            });
-          } else {
-            const auto cfg = conv_config(s.main_grid[0], s.main_grid[1], s.main_grid[2]);
-            wa.rgroups = s.rgroups;
-            wa.splits = s.splits;
-            wa.quad_large = s.g.clg % cv::kTN == 0 && reinterpret_cast<std::uintptr_t>(b.data()) % (sizeof(Tin) * cv::kTN) == 0;
-            if (wa.quad_large) KGATE_LAUNCH((cv::conv_wgrad<Tin, true>), cfg, wa);
-            else KGATE_LAUNCH((cv::conv_wgrad<Tin, false>), cfg, wa);
-          }
-          mark();
-          launch_tree<Tout>({part, s.dw_numel, s.splits, out.data(), cv::tree_runs(s.dw_numel)});
-          mark();
-          if (s.dp.db) {
-            float* dpart = part + s.splits * s.dw_numel;
-            const void* dy = s.dp.dy_is_small ? a.data() : b.data();
-            const cv::ColsumArgs ca{dy, s.db_rows, p.cout, s.db_slice, s.db_splits, dpart};
-            KGATE_LAUNCH((cv::conv_colsum<Tin>), conv_config(cv::colsum_workgroups(p.cout, s.db_splits)), ca);
-            mark();
-            launch_tree<Tout>({dpart, p.cout, s.db_splits, dbias->data(), cv::tree_runs(p.cout)});
-            mark();
-          }
-          break;
-        }
-      }
-    });
-  };
-  launch_as_planned(plan, launch_all);
+  const ConvPtrs d{a.data(), b.data(), bias ? bias->data() : nullptr, out.data(), dbias ? dbias->data() : nullptr,
+                   ws.data()};
+  // The checked run goes through the entry point the C ABI calls.
+  DeviceArgs args;
+  args.in[s.dp.a] = d.a;
+  args.in[s.dp.b] = d.b;
+  if (d.bias) args.in[Role::b] = d.bias;
+  args.out[main_spec.role] = d.out;
+  if (d.dbias) args.out[Role::db] = d.dbias;
+  args.workspace = d.ws;
+  conv_launch(p, plan, args);
+  rt::device_synchronize();
+  auto launch_all = [&](auto&& mark) { conv_launch_all(p, s, d, mark); };
   time_sequence(launch_all, opt);
   std::map<Role, Tensor> result;
   result.emplace(main_spec.role, download(out, p.dst, main_spec.dims));
   if (dbias) result.emplace(Role::db, download(*dbias, p.dst, {p.cout}));
   return result;
+}
+
+void conv_launch(const ConvProblem& p, const Plan& plan, const DeviceArgs& args) {
+  if (!(plan == conv_plan(p))) throw std::invalid_argument("conv: plan does not belong to this problem");
+  const Shape s = shape_of(p);
+  const auto need_in = [&](Role r) {
+    auto it = args.in.find(r);
+    if (it == args.in.end() || !it->second) throw std::invalid_argument("conv: missing input " + std::string(name(r)));
+    return it->second;
+  };
+  const auto need_out = [&](Role r) {
+    auto it = args.out.find(r);
+    if (it == args.out.end() || !it->second) throw std::invalid_argument("conv: missing output " + std::string(name(r)));
+    return it->second;
+  };
+  if (plan.workspace_bytes > 0 && !args.workspace) throw std::invalid_argument("conv: missing workspace");
+  ConvPtrs d;
+  d.a = need_in(s.dp.a);
+  d.b = need_in(s.dp.b);
+  if (s.dp.bias_on_out) d.bias = need_in(Role::b);
+  d.out = need_out(p.outputs().front().role);
+  if (s.dp.db) d.dbias = need_out(Role::db);
+  d.ws = args.workspace;
+  rt::LaunchTrace trace;
+  conv_launch_all(p, s, d, [] {});
+  check_launches(plan, trace.records());
 }
 
 }  // namespace kgate::kernels

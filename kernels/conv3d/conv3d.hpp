@@ -12,6 +12,8 @@ struct Geom;  // conv_kernels.hpp
 
 Support conv_supported(const ConvProblem& p);
 Plan conv_plan(const ConvProblem& p);
+// kernels::launch for a convolution (kernels/api.hpp).
+void conv_launch(const ConvProblem& p, const Plan& plan, const DeviceArgs& args);
 std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const std::map<Role, const Tensor*>& inputs,
                                 const RunOptions& opt);
 

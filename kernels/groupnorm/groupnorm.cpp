@@ -163,6 +163,57 @@ struct Executed {
   Tensor partials;  // Phase::partials
 };
 
+// The forward's launch sequence (stats, finalize with `fin`, apply), cut
+// by phase; mark() after each launch.
+template <class Mark>
+void fwd_launch_all(const GroupNormProblem& p, const gn::Geometry& g, const gn::FwdArgs& a, const gn::FwdArgs& fin,
+                    Phase phase, Mark&& mark) {
+  const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
+  with_types(p.src, p.dst, g.V, [&]<class Tin, class Tout, int V>() {
+    if (phase != Phase::finish) {
+      KGATE_LAUNCH((gn::gn_fwd_stats<Tin, V>), config(cx, n), a);
+      mark();
+    }
+    KGATE_LAUNCH(gn::gn_fwd_finalize, config(static_cast<std::uint32_t>(g.G), n), fin);
+    mark();
+    if (phase != Phase::partials) {
+      KGATE_LAUNCH((gn::gn_fwd_apply<Tin, Tout, V>), config(cx, n), a);
+      mark();
+    }
+  });
+}
+
+// The backward's launch sequence (reduce, finalize, params, apply), cut by
+// phase; mark() after each launch.
+template <class Mark>
+void bwd_launch_all(const GroupNormProblem& p, const Plan& plan, const gn::Geometry& g, const gn::BwdArgs& a,
+                    Phase phase, Mark&& mark) {
+  const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
+  const std::uint32_t pl_params_blocks = plan.steps[2].grid[0];
+  with_types(p.src, p.dst, g.V, [&]<class Tin, class Tdy, int V>() {
+    if (phase != Phase::finish) {
+      KGATE_LAUNCH((gn::gn_bwd_reduce<Tin, Tdy, V>), config(cx, n), a);
+      mark();
+      KGATE_LAUNCH(gn::gn_bwd_finalize, config(static_cast<std::uint32_t>(g.C), n), a);
+      mark();
+    }
+    if (phase != Phase::partials) {
+      KGATE_LAUNCH(gn::gn_bwd_params, config(pl_params_blocks, 1), a);
+      mark();
+      KGATE_LAUNCH((gn::gn_bwd_apply<Tin, Tdy, V>), config(cx, n), a);
+      mark();
+    }
+  });
+}
+
+// The byte sizes the backward's workspace is cut into (partials, sums,
+// coefficients), adding up to plan.workspace_bytes.
+std::array<std::size_t, 3> bwd_workspace(const gn::Geometry& g, const Plan& plan) {
+  const std::size_t partial_bytes = static_cast<std::size_t>(g.N * g.chunks * g.C * 2 * 4);
+  const std::size_t sums_bytes = static_cast<std::size_t>(g.N * g.C * 2 * 4);
+  return {partial_bytes, sums_bytes, plan.workspace_bytes - partial_bytes - sums_bytes};
+}
+
 Executed execute(const GroupNormProblem& p, const Plan& plan, const std::map<Role, const Tensor*>& in,
                  const RunOptions& opt, Phase phase, const Tensor* combined, std::int64_t group_elems) {
   if (!(plan == groupnorm_plan(p))) throw std::invalid_argument("groupnorm: plan does not belong to this problem");
@@ -187,7 +238,6 @@ Executed execute(const GroupNormProblem& p, const Plan& plan, const std::map<Rol
   };
   const std::size_t stats_bytes = static_cast<std::size_t>(g.N * g.G * 4);
   const std::size_t part_bytes = static_cast<std::size_t>(part_dims[0] * part_dims[1] * part_dims[2] * 4);
-  const auto cx = static_cast<std::uint32_t>(g.chunks), n = static_cast<std::uint32_t>(g.N);
   Executed r;
 
   if (p.dir == GnDir::fwd) {
@@ -209,20 +259,7 @@ Executed execute(const GroupNormProblem& p, const Plan& plan, const std::map<Rol
       fin.g.chunks = 1;
       fin.partial = comb->as<float>();
     }
-    auto launch_all = [&](auto&& mark) {
-      with_types(p.src, p.dst, g.V, [&]<class Tin, class Tout, int V>() {
-        if (phase != Phase::finish) {
-          KGATE_LAUNCH((gn::gn_fwd_stats<Tin, V>), config(cx, n), a);
-          mark();
-        }
-        KGATE_LAUNCH(gn::gn_fwd_finalize, config(static_cast<std::uint32_t>(g.G), n), fin);
-        mark();
-        if (phase != Phase::partials) {
-          KGATE_LAUNCH((gn::gn_fwd_apply<Tin, Tout, V>), config(cx, n), a);
-          mark();
-        }
-      });
-    };
+    auto launch_all = [&](auto&& mark) { fwd_launch_all(p, g, a, fin, phase, mark); };
     launch_as_planned(plan, launch_all, phase == Phase::all);
     if (phase == Phase::partials) {
       r.partials = download(moments, DType::fp32, part_dims);
@@ -243,9 +280,7 @@ Executed execute(const GroupNormProblem& p, const Plan& plan, const std::map<Rol
   // coefficients; the sizes add up to plan.workspace_bytes), so that a read
   // past one array's end is past an allocation's end (the host backend
   // reports it).
-  const std::size_t partial_bytes = static_cast<std::size_t>(g.N * g.chunks * g.C * 2 * 4);
-  const std::size_t sums_bytes = static_cast<std::size_t>(g.N * g.C * 2 * 4);
-  const std::size_t coef_bytes = plan.workspace_bytes - partial_bytes - sums_bytes;
+  const auto [partial_bytes, sums_bytes, coef_bytes] = bwd_workspace(g, plan);
   DeviceTensor ws_partial(partial_bytes), ws_sums(sums_bytes), ws_coef(coef_bytes);
   prefill(dxo, dx_bytes);
   prefill(dgamma, c_bytes);
@@ -261,23 +296,7 @@ Executed execute(const GroupNormProblem& p, const Plan& plan, const std::map<Rol
                 gamma ? gamma->as<const float>() : nullptr, beta ? beta->as<const float>() : nullptr,
                 dxo.data(), p.affine ? dgamma.as<float>() : nullptr, p.affine ? dbeta.as<float>() : nullptr,
                 partial, sums, coef, group_elems, p.relu ? 1 : 0};
-  const std::uint32_t pl_params_blocks = plan.steps[2].grid[0];
-  auto launch_all = [&](auto&& mark) {
-    with_types(p.src, p.dst, g.V, [&]<class Tin, class Tdy, int V>() {
-      if (phase != Phase::finish) {
-        KGATE_LAUNCH((gn::gn_bwd_reduce<Tin, Tdy, V>), config(cx, n), a);
-        mark();
-        KGATE_LAUNCH(gn::gn_bwd_finalize, config(static_cast<std::uint32_t>(g.C), n), a);
-        mark();
-      }
-      if (phase != Phase::partials) {
-        KGATE_LAUNCH(gn::gn_bwd_params, config(pl_params_blocks, 1), a);
-        mark();
-        KGATE_LAUNCH((gn::gn_bwd_apply<Tin, Tdy, V>), config(cx, n), a);
-        mark();
-      }
-    });
-  };
+  auto launch_all = [&](auto&& mark) { bwd_launch_all(p, plan, g, a, phase, mark); };
   launch_as_planned(plan, launch_all, phase == Phase::all);
   if (phase == Phase::partials) {
     Tensor t(DType::fp32, part_dims);
@@ -297,6 +316,43 @@ Executed execute(const GroupNormProblem& p, const Plan& plan, const std::map<Rol
 std::int64_t own_group_elems(const GroupNormProblem& p) { return p.group_size(); }
 
 }  // namespace
+
+void groupnorm_launch(const GroupNormProblem& p, const Plan& plan, const DeviceArgs& args) {
+  if (!(plan == groupnorm_plan(p))) throw std::invalid_argument("groupnorm: plan does not belong to this problem");
+  const gn::Geometry g = geometry(p);
+  const auto in = [&](Role r) -> const void* {
+    auto it = args.in.find(r);
+    if (it == args.in.end() || !it->second) throw std::invalid_argument("groupnorm: missing input " + std::string(name(r)));
+    return it->second;
+  };
+  const auto out = [&](Role r) -> void* {
+    auto it = args.out.find(r);
+    if (it == args.out.end() || !it->second) throw std::invalid_argument("groupnorm: missing output " + std::string(name(r)));
+    return it->second;
+  };
+  if (plan.workspace_bytes > 0 && !args.workspace) throw std::invalid_argument("groupnorm: missing workspace");
+  const float* gamma = p.affine ? static_cast<const float*>(in(Role::gamma)) : nullptr;
+  const float* beta = p.affine ? static_cast<const float*>(in(Role::beta)) : nullptr;
+  rt::LaunchTrace trace;
+  if (p.dir == GnDir::fwd) {
+    const gn::FwdArgs a{g, in(Role::x), out(Role::y), static_cast<float*>(out(Role::mean)),
+                        static_cast<float*>(out(Role::rstd)), gamma, beta, static_cast<float*>(args.workspace), nullptr,
+                        static_cast<float>(p.eps), p.relu ? 1 : 0};
+    fwd_launch_all(p, g, a, a, Phase::all, [] {});
+  } else {
+    const auto [partial_bytes, sums_bytes, coef_bytes] = bwd_workspace(g, plan);
+    (void)coef_bytes;
+    auto* ws = static_cast<unsigned char*>(args.workspace);
+    const gn::BwdArgs a{g, in(Role::x), in(Role::dy), static_cast<const float*>(in(Role::mean)),
+                        static_cast<const float*>(in(Role::rstd)), gamma, beta, out(Role::dx),
+                        p.affine ? static_cast<float*>(out(Role::dgamma)) : nullptr,
+                        p.affine ? static_cast<float*>(out(Role::dbeta)) : nullptr,
+                        reinterpret_cast<float*>(ws), reinterpret_cast<float*>(ws + partial_bytes),
+                        reinterpret_cast<float*>(ws + partial_bytes + sums_bytes), own_group_elems(p), p.relu ? 1 : 0};
+    bwd_launch_all(p, plan, g, a, Phase::all, [] {});
+  }
+  check_launches(plan, trace.records());
+}
 
 std::map<Role, Tensor> groupnorm_run(const GroupNormProblem& p, const Plan& plan,
                                      const std::map<Role, const Tensor*>& in, const RunOptions& opt) {

@@ -306,6 +306,23 @@ inline cudaStream_t& capture_stream() {
 inline cudaStream_t native(Stream* s) { return s ? s->native() : capture_stream(); }
 }  // namespace detail
 
+// While a StreamScope lives on a host thread, every operation that thread
+// issues without naming a stream goes to `native` (a caller's stream, e.g.
+// PyTorch's current one through kgate's C ABI), and is captured with it
+// when that stream is capturing a graph. A null `native` changes nothing.
+class StreamScope {
+ public:
+  explicit StreamScope(void* native) : prev_(detail::capture_stream()) {
+    if (native) detail::capture_stream() = static_cast<cudaStream_t>(native);
+  }
+  ~StreamScope() { detail::capture_stream() = prev_; }
+  StreamScope(const StreamScope&) = delete;
+  StreamScope& operator=(const StreamScope&) = delete;
+
+ private:
+  cudaStream_t prev_;
+};
+
 class Event {
  public:
   Event() { detail::check(cudaEventCreate(&e_), "cudaEventCreate"); }

@@ -607,6 +607,15 @@ void device_synchronize();
 // the recording is the callable itself and replay() calls it; constructing
 // runs nothing, as on the devices.
 inline constexpr bool has_graphs = false;
+// The host backend runs every stream at issue: a caller's stream (kgate's
+// C ABI) changes nothing.
+class StreamScope {
+ public:
+  explicit StreamScope(void* /*native*/) {}
+  StreamScope(const StreamScope&) = delete;
+  StreamScope& operator=(const StreamScope&) = delete;
+};
+
 class Graph {
  public:
   template <class F>
