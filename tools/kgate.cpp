@@ -3,7 +3,11 @@
 // the field), 3 incomplete (nothing failed, something was not verified).
 #include <CLI/CLI.hpp>
 
+#include <spawn.h>
+#include <sys/wait.h>
+
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <filesystem>
 #include <iomanip>
@@ -245,6 +249,40 @@ int cmd_ref(const std::string& text, const std::string& inputs_dir, const std::s
   return 0;
 }
 
+// `kgate census make`: the census of one training step of the Python
+// package's U-Net (python3 -m kgate.census, stock PyTorch on the CPU, at
+// 2^5 voxels per side: the same calls as configuration A, extents divided
+// by 4), written to (or, with --check, compared byte for byte with) path.
+int cmd_census_make(const std::string& path, bool check) {
+  if (check) files::input_file(path, "--out");
+  else files::output_file(path, "--out");
+  const char* py = std::getenv("KGATE_PYTHON");
+  std::vector<std::string> argv{py && *py ? py : "python3", "-m", "kgate.census", "--config", "A", "--scale", "5",
+                                "--corpus", data::path("corpus/shapes.json"), "--out", path};
+  if (check) argv.push_back("--check");
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e)
+    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0 && std::strncmp(*e, "KGATE_BIN=", 10) != 0) env.emplace_back(*e);
+  env.push_back("PYTHONPATH=" + data::path("tools/python"));
+  env.push_back("PYTHONDONTWRITEBYTECODE=1");
+  if (!ec) env.push_back("KGATE_BIN=" + self.string());
+  std::vector<char*> args, envp;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  if (::posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), envp.data()) != 0)
+    throw InputError("environment", "cannot run '" + argv[0] + "' (KGATE_PYTHON names the interpreter)");
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  const int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 2;
+  if (rc == 77) throw InputError("environment", "the census needs PyTorch for " + argv[0] + " (python3-torch)");
+  return rc == 0 ? exit_passed : rc == 1 ? exit_failed : exit_error;
+}
+
 int cmd_corpus_make(const std::string& path, bool check) {
   if (check) files::input_file(path, "--out");
   else files::output_file(path, "--out");
@@ -311,6 +349,13 @@ int main(int argc, char** argv) {
   make->add_option("--out", corpus_path, "corpus file")->capture_default_str();
   make->add_flag("--check", check, "regenerate in memory and fail if the file differs by one byte");
 
+  std::string census_path = data::path("corpus/census.json");
+  auto* census_cmd = app.add_subcommand("census", "The census of one U-Net training step (PyTorch)");
+  census_cmd->require_subcommand(1);
+  auto* cmake_cmd = census_cmd->add_subcommand("make", "Regenerate corpus/census.json from a recorded training step");
+  cmake_cmd->add_option("--out", census_path, "census file")->capture_default_str();
+  cmake_cmd->add_flag("--check", check, "regenerate in memory and fail if the file differs by one byte");
+
   std::string impl = "fast", inputs_dir;
   CheckOptions copt;
   auto* check_cmd = app.add_subcommand("check", "Run one problem through kernel, reference and oracle");
@@ -374,7 +419,8 @@ int main(int argc, char** argv) {
 
   try {
     if (argc > 1) check_subcommand(app, argv[1], "kgate");
-    if (argc > 2 && (std::string(argv[1]) == "corpus" || std::string(argv[1]) == "bitwise"))
+    if (argc > 2 && (std::string(argv[1]) == "corpus" || std::string(argv[1]) == "bitwise" ||
+                     std::string(argv[1]) == "census"))
       check_subcommand(*app.get_subcommand(argv[1]), argv[2], std::string("kgate ") + argv[1]);
   } catch (const InputError& e) {
     std::cerr << "kgate: error: " << e.what() << "\n";
@@ -395,6 +441,7 @@ int main(int argc, char** argv) {
     if (*judge_cmd) return run_judge_command(jcli);
     if (*gen) return cmd_gen(descriptor, fill, seed, out);
     if (*make) return cmd_corpus_make(corpus_path, check);
+    if (*cmake_cmd) return cmd_census_make(census_path, check);
     if (*bmake) {
       if (check) files::input_file(bitwise_path, "--out");
       else files::output_file(bitwise_path, "--out");
