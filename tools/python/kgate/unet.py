@@ -88,12 +88,16 @@ class UNet3d(nn.Module):
         self.outc = Conv(ch, cfg["n_classes"], 1, bias=True)
 
     def forward(self, x):
-        skips = [self.inc(x)]
+        # Activations stay channels_last_3d (NDHWC memory): where max_pool3d
+        # or cat return another layout (PyTorch's CPU kernels do), they are
+        # put back, so that kgate's modules read them in place.
+        cl = torch.channels_last_3d
+        skips = [self.inc(x.contiguous(memory_format=cl))]
         for d in self.down:
-            skips.append(d(torch.nn.functional.max_pool3d(skips[-1], 2)))
+            skips.append(d(torch.nn.functional.max_pool3d(skips[-1], 2).contiguous(memory_format=cl)))
         y = skips.pop()
         for t, u in zip(self.upconv, self.up):
-            y = u(torch.cat([skips.pop(), t(y)], dim=1))
+            y = u(torch.cat([skips.pop(), t(y)], dim=1).contiguous(memory_format=cl))
         return self.outc(y)
 
     def input_shape(self, batch=1):

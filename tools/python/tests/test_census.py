@@ -52,3 +52,20 @@ def test_unet_state_dicts_load_both_ways():
     stock.load_state_dict(fast.state_dict())
     fast.load_state_dict(stock.state_dict())
     assert set(fast.state_dict()) == set(stock.state_dict())
+
+
+def test_a_fast_unet_step_runs_on_kgate_everywhere():
+    from kgate import nn as knn
+    from kgate import ops
+    if ops.library("host") is None:
+        pytest.skip(f"libkgate_ops_host.so not found ({ops.library_error('host')})")
+    cfg = dict(unet.configuration("A"))
+    cfg.update(scale=3, bottleneck_dim=-1, levels=2, stem_channels=8)
+    m = unet.UNet3d(cfg, fast=True).to(memory_format=torch.channels_last_3d)
+    x = torch.randn(m.input_shape()).contiguous(memory_format=torch.channels_last_3d)
+    knn.report(reset=True)
+    m(x).square().mean().backward()
+    r = knn.report()
+    assert all(rung == "kgate" for (_, rung) in r), r
+    assert sum(r.values()) == 2 * 2 * (1 + 2 * 2) + 2 + 1  # convs and GroupNorms of inc, 2 down, 2 up; 2 convT; outc
+    assert all(p.grad is not None for p in m.parameters())
