@@ -6,7 +6,7 @@ set -uo pipefail
 kgate="$1" readme="$2"
 section=$(awk '/^## The command line/{on=1; next} /^## /{on=0} on' "$readme")
 fails=0 checked=0
-for sub in "" desc gen check ref judge problems verify "corpus make" "bitwise make" "bitwise run" digests; do
+for sub in "" desc gen check ref judge problems verify "corpus make" "census make" "bitwise make" "bitwise run" digests; do
   # Flags are the option names CLI11 prints at the start of each option line.
   # shellcheck disable=SC2086
   flags=$("$kgate" $sub --help | grep -oE '^ +(-[a-z], ?)?--[a-z][a-z-]*' | grep -oE -- '--[a-z][a-z-]*' | sort -u)
