@@ -124,8 +124,10 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
   };
 
   if (!bwd && output == Role::y) {
-    const bool exact = fill.kind == FillKind::gn_exact && fill.constant;
+    const bool exact = fill.kind == FillKind::gn_exact && fill.constant && plan.exact_epilogue;
     if (exact) c.exact_ok.assign(n, 1);
+    else if (!plan.exact_epilogue)
+      c.tier1_reason = "the plan may fold the mean into a shift (x*s + (beta - mean*s)), inexact on constant groups";
     else c.tier1_reason = "GroupNorm y is exact only for constant groups (gn_exact constant=1)";
     // 5 rounded steps after the statistics (x - mu, * r, rsqrt, * gamma, + beta), or the plan's epilogue count.
     const double g5 = gamma(Dd + std::max(5, plan.epilogue_ops + 1), u);

@@ -122,7 +122,8 @@ std::map<std::string, ReductionPlan> model_reductions(const Problem& p, const Mo
   if (g.dir == GnDir::fwd) {
     const ReductionPlan stats = reduction(m, group);
     ReductionPlan y = stats;
-    y.epilogue_ops = 4;  // (x - mean) * rstd * gamma + beta
+    y.epilogue_ops = 4;  // (x - mean) * rstd * gamma + beta, in some association
+    y.exact_epilogue = false;  // e.g. ATen's x * s + (beta - mean * s)
     out = {{"y", y}, {"mean", stats}, {"rstd", stats}};
   } else {
     ReductionPlan dx = reduction(m, group), params = reduction(m, g.n * positions);

@@ -26,7 +26,9 @@
 // to the output dtype (PyTorch adds it after cuDNN's convolution): every
 // model bounds the later, looser order. GroupNorm takes fp32-any-order and
 // fp32-split:S (its bounds are derived for fp32 statistics); the others are
-// refused for it, naming --model.
+// refused for it, naming --model. GroupNorm's y may fold the mean into a
+// shift (ATen's x * s + (beta - mean * s)), which is not exact on constant
+// groups: under a model, tier 1 does not apply to y.
 #pragma once
 
 #include <cstdint>

@@ -62,6 +62,12 @@ struct ReductionPlan {
   // output): one more rounding, of a value up to |y| + |b|.
   bool rounded_before_epilogue = false;
   int operand_bits = 0;  // 0: operands used as given
+  // The epilogue forms differences before it scales (GroupNorm y = (x -
+  // mean) * rstd * gamma + beta), so that a constant group's output is beta
+  // exactly. False for an implementation that may fold the mean into a
+  // shift (x * s + (beta - mean * s), as ATen does), which rounds there:
+  // tier 1 then does not apply to y.
+  bool exact_epilogue = true;
 
   // Combine levels: ceil(log2 S) for a tree, S - 1 serially, 0 when S == 1.
   std::int64_t combine_depth() const {
@@ -119,6 +125,7 @@ inline std::string to_string(const ReductionPlan& p) {
   if (p.epilogue_ops) o << " epi=" << p.epilogue_ops;
   if (p.rounded_before_epilogue) o << " rounded-before-epi";
   if (p.operand_bits) o << " operands=" << p.operand_bits << "b";
+  if (!p.exact_epilogue) o << " inexact-epi";
   o << " (D=" << p.depth() << ")";
   return o.str();
 }
@@ -134,7 +141,8 @@ inline nlohmann::json to_json(const ReductionPlan& p) {
                         {"chunk", p.chunk},
                         {"epilogue_ops", p.epilogue_ops},
                         {"rounded_before_epilogue", p.rounded_before_epilogue},
-                        {"operand_bits", p.operand_bits}};
+                        {"operand_bits", p.operand_bits},
+                        {"exact_epilogue", p.exact_epilogue}};
 }
 
 // Rejects unknown fields; missing fields take the defaults above (partial
@@ -142,7 +150,7 @@ inline nlohmann::json to_json(const ReductionPlan& p) {
 inline ReductionPlan reduction_from_json(const nlohmann::json& j, const std::string& where = "reduction") {
   if (!j.is_object()) throw InputError(where, "expected a JSON object");
   static const char* const kKnown[] = {"length", "splits", "combine", "acc", "partial", "model", "chunk", "epilogue_ops",
-                                       "rounded_before_epilogue", "operand_bits"};
+                                       "rounded_before_epilogue", "operand_bits", "exact_epilogue"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : kKnown) ok = ok || it.key() == k;
@@ -187,6 +195,11 @@ inline ReductionPlan reduction_from_json(const nlohmann::json& j, const std::str
   p.chunk = static_cast<int>(integer("chunk", 8, INT_MIN, INT_MAX));
   p.epilogue_ops = static_cast<int>(integer("epilogue_ops", 0, INT_MIN, INT_MAX));
   p.operand_bits = static_cast<int>(integer("operand_bits", 0, INT_MIN, INT_MAX));
+  if (j.contains("exact_epilogue")) {
+    const nlohmann::json& v = j.at("exact_epilogue");
+    if (!v.is_boolean()) throw InputError(where + ".exact_epilogue", "expected true or false, got " + v.dump());
+    p.exact_epilogue = v.get<bool>();
+  }
   if (j.contains("rounded_before_epilogue")) {
     const nlohmann::json& v = j.at("rounded_before_epilogue");
     if (!v.is_boolean()) throw InputError(where + ".rounded_before_epilogue", "expected true or false, got " + v.dump());

@@ -208,7 +208,17 @@ class ExternalRunner final : public Runner {
     fail(to_descriptor(p), "supports answered '" + st + "': " + clip(a.dump()));
   }
 
-  kernels::Plan plan(const Problem& p) override { return model_plan(p, model_); }
+  // A convolution-only model (mma-sm90, tf32, ...) over a selection with
+  // GroupNorm: GroupNorm is judged under fp32-any-order, and its plan says so.
+  kernels::Plan plan(const Problem& p) override {
+    if (std::holds_alternative<GroupNormProblem>(p) && model_.kind != oracle::Model::Kind::any_order &&
+        model_.kind != oracle::Model::Kind::split) {
+      kernels::Plan pl = model_plan(p, oracle::Model{});
+      pl.variant += " (" + model_.name() + " applies to convolutions)";
+      return pl;
+    }
+    return model_plan(p, model_);
+  }
 
   std::map<Role, Tensor> run(const Problem& p, const kernels::Plan&, const std::map<Role, Tensor>& in,
                              int rerun) override {

@@ -111,10 +111,16 @@ expect 2 "--junit: '.*' is a folder; a file is expected" -- "$kgate" verify --ju
 ln -s dangling-target "$tmp/dangling.json"
 expect 2 "--report: the symbolic link '.*dangling.json' cannot be resolved" -- "$kgate" verify --report "$tmp/dangling.json"
 echo old > "$tmp/real.json"; ln -s real.json "$tmp/link.json"
-mkfifo "$tmp/fifo"; (cat "$tmp/fifo" > "$tmp/fifo.out" &)
+# The FIFO's reader is this shell, opened read-write before kgate starts (a
+# background `cat` may not have opened it yet when kgate checks, and would
+# then block forever on an unopened FIFO); the report is small enough for
+# the pipe's buffer, and is read back after kgate closes its end.
+mkfifo "$tmp/fifo"
+exec 7<>"$tmp/fifo"
 expect 0 'OK: all 5 checks passed' -- "$kgate" verify "${fast[@]}" --bitwise '' --report "$tmp/link.json" --junit "$tmp/fifo"
 [[ -L "$tmp/link.json" ]] && grep -q '"verdict": "passed"' "$tmp/real.json" || { echo "FAIL: --report replaced the symbolic link or did not write its target"; fails=$((fails + 1)); }
-sleep 0.2
+timeout 2 cat <&7 > "$tmp/fifo.out"
+exec 7<&-
 [[ -p "$tmp/fifo" ]] && grep -q '<testsuites' "$tmp/fifo.out" || { echo "FAIL: --junit replaced the FIFO or wrote nothing through it"; fails=$((fails + 1)); }
 if mknod "$tmp/null" c 1 3 2>/dev/null; then  # a private /dev/null: the real one is never put at risk
   expect 0 'OK: all 5 checks passed' -- "$kgate" verify "${fast[@]}" --bitwise '' --report "$tmp/null" --junit "$tmp/null"

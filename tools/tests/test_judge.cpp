@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "oracles/models.hpp"
 #include "reference/conv3d/ref.hpp"
@@ -169,6 +170,44 @@ TEST(Judge, Tf32OperandsFailFp32AndPassTf32) {
   const auto li = gen(p, lattice_fill(p, 6), e.in());
   put(e.out(), Role::y, split_conv(std::get<ConvProblem>(p), li, 1, DType::fp32, 11));
   EXPECT_EQ(judge(desc, e, "tf32"), 0);
+}
+
+// ATen's GroupNorm: y = x * s + (beta - mean * s), s = rstd * gamma, in
+// fp32. On constant groups (x = mean) that rounds where (x - mean) * s + beta
+// gives beta exactly; a model does not claim tier 1 for y, so it passes.
+TEST(Judge, AFoldedShiftGroupNormPassesOnConstantGroups) {
+  const char* desc = "groupnorm.fwd fp32 n1 c8 g2 d3";
+  const Problem p = parse_descriptor(desc);
+  const auto& g = std::get<GroupNormProblem>(p);
+  Fill f = parse_fill("gn_exact", 2);
+  f.constant = true;
+  f.mean = 16;
+  Dirs d;
+  const auto in = gen(p, f, d.in());
+  auto want = ref::run_reference(p, ref::refs(in), ref::Impl::fast);
+  Tensor y(DType::fp32, g.x_dims());
+  const std::int64_t cg = g.c / g.groups, pos = y.numel() / g.c;
+  for (std::int64_t i = 0; i < pos; ++i)
+    for (std::int64_t c = 0; c < g.c; ++c) {
+      const float mean = static_cast<float>(want.at(Role::mean).get(c / cg));
+      const float rstd = static_cast<float>(want.at(Role::rstd).get(c / cg));
+      const float s = rstd * static_cast<float>(in.at(Role::gamma).get(c));
+      // What the fold costs at most: the rounding of mean * s, which a
+      // centred epilogue never forms (here one ulp of it, as ATen shows).
+      const float big = mean * s;
+      const float shift = static_cast<float>(in.at(Role::beta).get(c)) - big;
+      const float ulp = std::nextafter(big, std::numeric_limits<float>::infinity()) - big;
+      y.set(i * g.c + c, static_cast<float>(in.at(Role::x).get(i * g.c + c)) * s + shift + (c % 2 ? ulp : -ulp));
+      continue;
+      y.set(i * g.c + c, static_cast<float>(in.at(Role::x).get(i * g.c + c)) * s + shift);
+    }
+  put(d.out(), Role::y, y);
+  put(d.out(), Role::mean, want.at(Role::mean).to(DType::fp32));
+  put(d.out(), Role::rstd, want.at(Role::rstd).to(DType::fp32));
+  std::int64_t inexact = 0;
+  for (std::int64_t i = 0; i < y.numel(); ++i) inexact += y.get(i) != want.at(Role::y).get(i);
+  EXPECT_GT(inexact, 0);  // the candidate does round: tier 1 would fail it
+  EXPECT_EQ(judge(desc, d), 0);
 }
 
 TEST(Judge, AZeroCandidateFails) {

@@ -55,6 +55,8 @@ def _refusal(tensors):
     for name, t in tensors:
         if t is None:
             continue
+        if t.device != x.device:
+            return f"device: {name} is on {t.device}, {tensors[0][0]} on {x.device}"
         if t.dtype not in ops._DTYPES:
             return f"dtype: {name} is {t.dtype}"
         backend = ops.backend_of(t)

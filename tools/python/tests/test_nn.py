@@ -184,6 +184,17 @@ def test_the_ladder_refuses_in_order(monkeypatch):
     assert r[("conv3d", "kgate")] == 1
 
 
+def test_mixed_devices_fall_back_to_torch_which_raises():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: a CPU weight with a CUDA input is tested on the GPU")
+    m = knn.FastConv3d(4, 4, 3, padding=1)
+    x = torch.randn(1, 4, 4, 4, 4, device="cuda").contiguous(memory_format=torch.channels_last_3d)
+    knn.report(reset=True)
+    with pytest.raises(RuntimeError):
+        m(x)  # torch's own error, as stock nn.Conv3d raises
+    assert knn.report() == {("conv3d", "torch: device: weight is on cpu, x on cuda:0"): 1}
+
+
 def test_a_kernel_decline_falls_back_with_its_reason():
     # fp16 in with a bf16 out is not a pair the kernels take; through the
     # Function's own query, the reason is the kernel's.
