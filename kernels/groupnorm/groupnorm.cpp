@@ -260,7 +260,23 @@ Executed execute(const GroupNormProblem& p, const Plan& plan, const std::map<Rol
       fin.partial = comb->as<float>();
     }
     auto launch_all = [&](auto&& mark) { fwd_launch_all(p, g, a, fin, phase, mark); };
-    launch_as_planned(plan, launch_all, phase == Phase::all);
+    if (phase == Phase::all) {
+      // The checked run goes through the entry point the C ABI calls.
+      DeviceArgs args;
+      args.in[Role::x] = dx_in.data();
+      if (gamma) {
+        args.in[Role::gamma] = gamma->data();
+        args.in[Role::beta] = beta->data();
+      }
+      args.out[Role::y] = y.data();
+      args.out[Role::mean] = mean.data();
+      args.out[Role::rstd] = rstd.data();
+      args.workspace = ws.data();
+      groupnorm_launch(p, plan, args);
+      rt::device_synchronize();
+    } else {
+      launch_as_planned(plan, launch_all, false);
+    }
     if (phase == Phase::partials) {
       r.partials = download(moments, DType::fp32, part_dims);
       return r;
@@ -281,23 +297,50 @@ Executed execute(const GroupNormProblem& p, const Plan& plan, const std::map<Rol
   // past one array's end is past an allocation's end (the host backend
   // reports it).
   const auto [partial_bytes, sums_bytes, coef_bytes] = bwd_workspace(g, plan);
-  DeviceTensor ws_partial(partial_bytes), ws_sums(sums_bytes), ws_coef(coef_bytes);
+  // Phase::all: one workspace, cut as the C ABI's caller's is (through the
+  // ABI's entry point); the sharded phases: one allocation per array, so
+  // that a read past one array's end is past an allocation's end (the host
+  // backend reports it).
+  const bool whole = phase == Phase::all;
+  DeviceTensor ws_partial(whole ? plan.workspace_bytes : partial_bytes), ws_sums(whole ? 0 : sums_bytes),
+      ws_coef(whole ? 0 : coef_bytes);
   prefill(dxo, dx_bytes);
   prefill(dgamma, c_bytes);
   prefill(dbeta, c_bytes);
-  prefill(ws_partial, partial_bytes);
-  prefill(ws_sums, sums_bytes);
-  prefill(ws_coef, coef_bytes);
+  prefill(ws_partial, whole ? plan.workspace_bytes : partial_bytes);
+  if (!whole) {
+    prefill(ws_sums, sums_bytes);
+    prefill(ws_coef, coef_bytes);
+  }
+  auto* ws0 = static_cast<unsigned char*>(ws_partial.data());
   float* partial = ws_partial.as<float>();
-  float* sums = ws_sums.as<float>();
-  float* coef = ws_coef.as<float>();
+  float* sums = whole ? reinterpret_cast<float*>(ws0 + partial_bytes) : ws_sums.as<float>();
+  float* coef = whole ? reinterpret_cast<float*>(ws0 + partial_bytes + sums_bytes) : ws_coef.as<float>();
   if (phase == Phase::finish) sums = comb->as<float>();
   gn::BwdArgs a{g, dx_in.data(), dy.data(), mean.as<const float>(), rstd.as<const float>(),
                 gamma ? gamma->as<const float>() : nullptr, beta ? beta->as<const float>() : nullptr,
                 dxo.data(), p.affine ? dgamma.as<float>() : nullptr, p.affine ? dbeta.as<float>() : nullptr,
                 partial, sums, coef, group_elems, p.relu ? 1 : 0};
   auto launch_all = [&](auto&& mark) { bwd_launch_all(p, plan, g, a, phase, mark); };
-  launch_as_planned(plan, launch_all, phase == Phase::all);
+  if (whole) {
+    DeviceArgs args;
+    args.in[Role::x] = dx_in.data();
+    args.in[Role::dy] = dy.data();
+    args.in[Role::mean] = mean.data();
+    args.in[Role::rstd] = rstd.data();
+    if (gamma) {
+      args.in[Role::gamma] = gamma->data();
+      args.in[Role::beta] = beta->data();
+      args.out[Role::dgamma] = dgamma.data();
+      args.out[Role::dbeta] = dbeta.data();
+    }
+    args.out[Role::dx] = dxo.data();
+    args.workspace = ws_partial.data();
+    groupnorm_launch(p, plan, args);
+    rt::device_synchronize();
+  } else {
+    launch_as_planned(plan, launch_all, false);
+  }
   if (phase == Phase::partials) {
     Tensor t(DType::fp32, part_dims);
     rt::copy_d2h(t.data(), sums, part_bytes);
