@@ -94,64 +94,56 @@ def _pads(module, kernel):
     return tuple(p), tuple(p)
 
 
+def _kgate_conv(kind, x, w, b, geometry):
+    """One conv module call on kgate's kernel, under autocast as PyTorch's
+    (inputs and parameters cast to the autocast dtype); None, after
+    counting the rung that refused, when it falls back. geometry(x, w)
+    gives the call's ops.ConvGeometry."""
+    cast = _autocast(x)
+    if cast is not None:
+        x, w = x.to(cast), w.to(cast)
+        b = b.to(cast) if b is not None else None
+    why = _refusal([("x", x), ("weight", w), ("bias", b)])
+    if why is None and not (x.dtype == w.dtype and (b is None or b.dtype == w.dtype)):
+        why = f"dtype: x {x.dtype}, weight {w.dtype}"
+    if why is None:
+        geom = geometry(x, w)
+        ok, reason, _ = ops.query(ops.backend_of(x), geom.descriptor("fwd", ops._DTYPES[x.dtype], b is not None))
+        if ok:
+            _count(kind, "kgate")
+            with torch.autocast(device_type=x.device.type, enabled=False):
+                return ops.ConvFunction.apply(x, w, b, geom)
+        why = f"kernel: {reason}"
+    _count(kind, f"torch: {why}")
+    return None
+
+
 class FastConv3d(nn.Conv3d):
     """nn.Conv3d on kgate's kernels (forward, input, weight and bias gradients)."""
 
     def forward(self, x):
-        kind = "conv3d"
         if self.padding_mode != "zeros":
-            _count(kind, f"torch: mode: padding_mode {self.padding_mode}")
+            _count("conv3d", f"torch: mode: padding_mode {self.padding_mode}")
             return super().forward(x)
-        cast = _autocast(x)
-        w, b = self.weight, self.bias
-        xin = x
-        if cast is not None:
-            xin, w = x.to(cast), w.to(cast)
-            b = b.to(cast) if b is not None else None
-        why = _refusal([("x", xin), ("weight", w), ("bias", b)])
-        if why is None and not (xin.dtype == w.dtype and (b is None or b.dtype == w.dtype)):
-            why = f"dtype: x {xin.dtype}, weight {w.dtype}"
-        if why is None:
-            front, back = _pads(self, self.kernel_size)
-            geom = ops.ConvGeometry("conv3d", xin.shape, w.shape, self.stride, front, back, self.dilation, self.groups)
-            ok, reason, _ = ops.query(ops.backend_of(xin), geom.descriptor("fwd", ops._DTYPES[xin.dtype], b is not None))
-            if ok:
-                _count(kind, "kgate")
-                with torch.autocast(device_type=xin.device.type, enabled=False):
-                    return ops.ConvFunction.apply(xin, w, b, geom)
-            why = f"kernel: {reason}"
-        _count(kind, f"torch: {why}")
-        return super().forward(x)
+        front, back = _pads(self, self.kernel_size)
+        y = _kgate_conv("conv3d", x, self.weight, self.bias,
+                        lambda xin, w: ops.ConvGeometry("conv3d", xin.shape, w.shape, self.stride, front, back,
+                                                        self.dilation, self.groups))
+        return y if y is not None else super().forward(x)
 
 
 class FastConvTranspose3d(nn.ConvTranspose3d):
     """nn.ConvTranspose3d on kgate's kernels (every direction)."""
 
     def forward(self, x, output_size=None):
-        kind = "conv_transpose3d"
         if output_size is not None or self.padding_mode != "zeros":
-            _count(kind, "torch: mode: output_size or padding_mode given")
+            _count("conv_transpose3d", "torch: mode: output_size or padding_mode given")
             return super().forward(x, output_size)
-        cast = _autocast(x)
-        w, b = self.weight, self.bias
-        xin = x
-        if cast is not None:
-            xin, w = x.to(cast), w.to(cast)
-            b = b.to(cast) if b is not None else None
-        why = _refusal([("x", xin), ("weight", w), ("bias", b)])
-        if why is None and not (xin.dtype == w.dtype and (b is None or b.dtype == w.dtype)):
-            why = f"dtype: x {xin.dtype}, weight {w.dtype}"
-        if why is None:
-            geom = ops.ConvGeometry("conv_transpose3d", xin.shape, w.shape, self.stride, self.padding, self.padding,
-                                    self.dilation, self.groups, self.output_padding)
-            ok, reason, _ = ops.query(ops.backend_of(xin), geom.descriptor("fwd", ops._DTYPES[xin.dtype], b is not None))
-            if ok:
-                _count(kind, "kgate")
-                with torch.autocast(device_type=xin.device.type, enabled=False):
-                    return ops.ConvFunction.apply(xin, w, b, geom)
-            why = f"kernel: {reason}"
-        _count(kind, f"torch: {why}")
-        return super().forward(x, output_size)
+        y = _kgate_conv("conv_transpose3d", x, self.weight, self.bias,
+                        lambda xin, w: ops.ConvGeometry("conv_transpose3d", xin.shape, w.shape, self.stride,
+                                                        self.padding, self.padding, self.dilation, self.groups,
+                                                        self.output_padding))
+        return y if y is not None else super().forward(x, output_size)
 
 
 class FastGroupNorm(nn.GroupNorm):
