@@ -13,11 +13,7 @@
 #include <optional>
 #include <string_view>
 
-#if defined(__HIPCC__) || defined(__CUDACC__)
-#define KGATE_HD __host__ __device__
-#else
-#define KGATE_HD
-#endif
+#include "reference/host_device.hpp"
 
 namespace kgate {
 

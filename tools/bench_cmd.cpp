@@ -115,7 +115,8 @@ class KgateArm : public Arm {
   std::string check() override {
     if (!graph_mismatch_.empty())
       return "failed: the graph replay's " + graph_mismatch_ + " differ from the plain launches' (bitwise)";
-    const gate::Result r = gate::evaluate(p_, {parse_fill("signed", cli_.seed)}, 0);
+    const gate::Result r = gate::evaluate(p_, {parse_fill("signed", cli_.seed)}, 0, {}, nullptr,
+                                          *gate::resolve_reference(cli_.reference, cli_.selection.full));
     const std::string graph_note = graph_ ? "; graph replay bitwise equal to plain launches" : "";
     if (!gate::is_failure(r.state)) return std::string(oracle::name(r.state)) + graph_note;
     return "failed: " + std::string(oracle::name(r.state)) + " (repro: " + r.repro() + ")";
@@ -446,6 +447,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchCli& cli) {
       ->check(CLI::IsMember({"auto", "graph", "plain"}))->capture_default_str();
   c->add_flag("--ceilings", cli.ceilings, "also print the streaming ceilings (read, write, widening, single-read bound)");
   options::add_seed(*c, cli.seed, "seed of the signed fill");
+  options::add_reference(*c, cli.reference);
   options::add_report(*c, "--json", cli.json, "JSON report ('' writes none)");
   options::add_report(*c, "--svg", cli.svg, "SVG plot of the ratios with their intervals");
   c->add_option("--python", cli.python, "Python interpreter for the torch arms")->capture_default_str();

@@ -27,6 +27,7 @@ struct BenchCli {
   // "plain" launches it, "auto" replays sequences under kGraphBelowMs.
   std::string launch = "auto";
   std::uint64_t seed = 1;
+  std::string reference = "auto";       // the oracle check's references (gate::resolve_reference, with --full)
   std::string json = "kgate-bench.json", svg;
   std::string python = "python3", torch_driver;
 };

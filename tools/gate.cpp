@@ -15,6 +15,7 @@
 #include "reference/conv3d/ref.hpp"
 #include "reference/conv3d/ref_common.hpp"
 #include "reference/descriptor.hpp"
+#include "reference/device/devref.hpp"
 #include "reference/digest.hpp"
 #include "reference/error.hpp"
 #include "reference/groupnorm/ref_groupnorm.hpp"
@@ -76,9 +77,27 @@ std::string digests_of(const std::map<Role, Tensor>& m) {
 
 }  // namespace
 
-References references(const Problem& p, const std::map<Role, Tensor>& in) {
+std::string describe(RefSite where) {
+  return where == RefSite::host ? "host fast" : std::string("device ") + kernels::backend_name();
+}
+
+std::optional<RefSite> resolve_reference(const std::string& flag, bool full) {
+  if (flag == "host") return RefSite::host;
+  if (flag == "device") return RefSite::device;
+  if (flag == "auto") return full && std::string(kernels::backend_name()) != "host" ? RefSite::device : RefSite::host;
+  return std::nullopt;
+}
+
+References references(const Problem& p, const std::map<Role, Tensor>& in, RefSite where) {
   const ref::Inputs rin = ref::refs(in);
   References r;
+  if (where == RefSite::device) {
+    ref::device::Result d = ref::device::run(p, rin);
+    r.want = std::move(d.want);
+    r.abs = std::move(d.abs);
+    r.companion = std::move(d.companion);
+    return r;
+  }
   r.want = ref::run_reference(p, rin, ref::Impl::fast);
   if (std::holds_alternative<ConvProblem>(p)) r.abs = ref::abs_companion(p, rin);
   else r.companion = ref::groupnorm_companion(std::get<GroupNormProblem>(p), rin);
@@ -175,9 +194,11 @@ std::string out_of_memory(const Problem& p, const std::string& descriptor, const
 
 }  // namespace
 
-Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, const PhaseFn& phase, Runner* runner) {
+Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, const PhaseFn& phase, Runner* runner,
+                RefSite where) {
   const auto t0 = std::chrono::steady_clock::now();
   Result r;
+  r.reference = describe(where);
   r.descriptor = to_descriptor(p);
   r.op = op_dir_name(p);
   r.dtype = dtype_label(p);
@@ -189,6 +210,7 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
     return r;
   }
   if (runner) r.repro_flags = runner->repro_flags();
+  if (where == RefSite::device) r.repro_flags += " --reference device";
   const kernels::Support sup = runner ? runner->is_supported(p) : kernels::is_supported(p);
   if (!sup) {
     const auto ops = kernels::implemented_ops();
@@ -210,7 +232,7 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
       enter("inputs");
       const auto in = ref::make_inputs(p, f);
       enter("reference");
-      const References refs = references(p, in);
+      const References refs = references(p, in, where);
       check_range(p, plan, f, in, refs);
       enter("kernel");
       const auto got = runner ? runner->run(p, plan, in, 0) : kernels::run(p, plan, kernels::pointers(in));
@@ -379,7 +401,7 @@ nlohmann::json Result::to_json() const {
   }
   return {{"descriptor", descriptor}, {"op", op},         {"dtype", dtype},   {"state", oracle::name(state)},
           {"reason", reason},         {"plan", plan},     {"fills", fj},      {"worst_margin", worst_margin},
-          {"seconds", seconds},       {"repro", repro()}};
+          {"seconds", seconds},       {"reference", reference}, {"repro", repro()}};
 }
 
 }  // namespace kgate::gate

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -67,6 +68,7 @@ struct Result {
   double seconds = 0;
   std::string repro_line;         // when set, what repro() returns (e.g. a `kgate judge` line)
   std::string repro_flags;        // appended to the check line (the runner that ran it)
+  std::string reference;          // where the references ran (describe(RefSite))
   std::string repro() const;      // the exact command reproducing the worst fill
   nlohmann::json to_json() const;
 };
@@ -92,15 +94,26 @@ RunError environment_error(const std::string& cause);
 // phases: inputs, kernel, rerun, reference, oracle.
 using PhaseFn = std::function<void(const std::string&)>;
 
+// Where the fp64 references run: on the host's CPUs (the fast references,
+// reference/conv3d/ref.hpp), or on this binary's backend (the device
+// reference, reference/device/devref.hpp: the emulator on the host build, the
+// GPU on kgate_cuda). `--reference auto` is device for `verify --full` on a
+// GPU backend and host everywhere else (resolve_reference).
+enum class RefSite : std::uint8_t { host, device };
+// "host fast" or "device <backend>": what a report records.
+std::string describe(RefSite where);
+// "host", "device", "auto" (auto: full && the backend is not the host emulator).
+std::optional<RefSite> resolve_reference(const std::string& flag, bool full);
+
 // The fp64 references of every output of p on inputs `in` and what the
 // oracle's bounds need beside them (the absolute companion for conv, the
-// statistics for GroupNorm).
+// statistics for GroupNorm), computed at `where`.
 struct References {
   ref::Outputs want;
   ref::Outputs abs;                     // conv only
   ref::GroupNormCompanion companion;    // GroupNorm only
 };
-References references(const Problem& p, const std::map<Role, Tensor>& in);
+References references(const Problem& p, const std::map<Role, Tensor>& in, RefSite where = RefSite::host);
 
 // Inputs under which a correct kernel cannot be held to the fp64 reference
 // (oracle::range_problem: an input that overflowed its dtype, sums beyond
@@ -148,7 +161,7 @@ class Runner {
 // environment that cannot run kernels (rt::Unavailable), throws RunError; a
 // kernel's own error is a failed verdict.
 Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats = 1, const PhaseFn& phase = {},
-                Runner* runner = nullptr);
+                Runner* runner = nullptr, RefSite where = RefSite::host);
 
 // The verdict of one fill from its judged roles (fr.roles): the worst role
 // verdict, the roles it proved added to `proven`, the roles it could not

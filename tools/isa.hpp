@@ -52,8 +52,12 @@ bool is_ptx_float_atomic(const std::string& instruction);
 
 // Every check applies to every kernel, except that floating-point atomics
 // are allowed outside production sources (the runtime's own test kernels
-// exercise atomic_add_unordered, which exists for the negative controls).
-std::vector<Finding> check(const std::vector<KernelReport>& kernels, bool production = true);
+// exercise atomic_add_unordered, which exists for the negative controls),
+// and that a reference source (`reference`: the device reference, fp64 sums
+// over 64-bit geometry, not a production kernel) may spill scalar registers:
+// those spills go to vector-register lanes, never to scratch, which stays a
+// finding.
+std::vector<Finding> check(const std::vector<KernelReport>& kernels, bool production = true, bool reference = false);
 
 // Whether a finding fails the audit on `target`. Every finding does on
 // gfx942 (the production target); on cuda, scratch (stack frame) and spills
@@ -64,6 +68,8 @@ bool is_fatal(const Finding& f, const std::string& target);
 // Whether a kernel source is production code: anything but the runtime's
 // own test kernels (kernels/runtime/, kernels/conformance/).
 bool is_production_source(const std::string& path);
+// Whether a kernel source is a reference (under reference/: the device reference).
+bool is_reference_source(const std::string& path);
 
 std::string table(const std::string& title, const std::vector<KernelReport>& kernels);
 nlohmann::json to_json(const KernelReport& k);

@@ -105,6 +105,7 @@ CLI::App* add_judge_command(CLI::App& app, JudgeCli& o) {
       ->required();
   c->add_option("--model", o.model, "accumulation model the bounds assume: " + oracle::model_help())
       ->capture_default_str();
+  options::add_reference(*c, o.reference);
   options::add_report(*c, "--report", o.report, "JSON report ('-': standard output)");
   options::add_report(*c, "--junit", o.junit, "JUnit XML file ('-': standard output)");
   c->footer("Exit codes: 0 passed, 1 failed or untrusted, 2 bad input (the message names the file or flag).");
@@ -160,7 +161,8 @@ int run_judge_command(const JudgeCli& o) {
   std::map<Role, Tensor> got;
   for (const auto& s : out_specs) got.emplace(s.role, read_tensor(o.outputs, s, "output"));
 
-  const gate::References refs = gate::references(p, in);
+  const gate::RefSite where = *gate::resolve_reference(o.reference, false);
+  const gate::References refs = gate::references(p, in, where);
   gate::check_range(p, plan, fill, in, refs);
   gate::Result r;
   r.descriptor = desc;
@@ -169,7 +171,9 @@ int run_judge_command(const JudgeCli& o) {
   r.plan = "accumulation model " + model.name() + "\n";
   for (const auto& [role, red] : plan.reduction) r.plan += "  reduction " + role + ": " + to_string(red) + "\n";
   r.repro_line = gate::command_prefix() + " judge " + quoted(desc) + " --inputs " + quoted(o.inputs) + " --outputs " +
-                 quoted(o.outputs) + " --model " + model.name();
+                 quoted(o.outputs) + " --model " + model.name() +
+                 (where == gate::RefSite::device ? " --reference device" : "");
+  r.reference = gate::describe(where);
   gate::FillResult fr;
   fr.fill = fill;
   fr.roles = gate::judge(p, plan, fill, in, refs, got);
@@ -182,7 +186,7 @@ int run_judge_command(const JudgeCli& o) {
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::ostream& log = o.report == "-" || o.junit == "-" ? std::cerr : std::cout;
-  log << desc << "  [judge, model " << model.name() << "]\n" << r.plan;
+  log << desc << "  [judge, model " << model.name() << ", references " << r.reference << "]\n" << r.plan;
   if (!r.reason.empty()) log << oracle::name(r.state) << ": " << r.reason << "\n";
   for (const auto& f : r.fills) {
     log << "\nfill " << fill_string(f.fill) << " seed " << f.fill.seed << ": " << oracle::name(f.state)
@@ -197,7 +201,7 @@ int run_judge_command(const JudgeCli& o) {
     nlohmann::json doc{{"kgate_judge", 1},         {"descriptor", desc},         {"model", model.name()},
                        {"state", oracle::name(r.state)}, {"reason", r.reason},   {"fill", to_json(fill)},
                        {"plan", r.plan},           {"outputs", outs},            {"repro", r.repro()},
-                       {"seconds", r.seconds}};
+                       {"seconds", r.seconds},     {"reference", r.reference}};
     files::write_output_file(o.report, doc.dump(2) + "\n", "--report");
   }
   if (!o.junit.empty()) files::write_output_file(o.junit, junit_xml({r}, {}, r.seconds, false, "kgate judge"), "--junit");

@@ -17,6 +17,7 @@ namespace kgate {
 struct JudgeCli {
   std::string descriptor, inputs, outputs;
   std::string model = "fp32-any-order";
+  std::string reference = "auto";  // host | device | auto (auto: host)
   std::string report, junit;  // '' writes none, '-' standard output
 };
 

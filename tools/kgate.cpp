@@ -39,6 +39,7 @@
 #include "tools/isa_cmd.hpp"
 #include "tools/gate_problems.hpp"
 #include "tools/judge_cmd.hpp"
+#include "tools/refcheck_cmd.hpp"
 #include "tools/select.hpp"
 #include "tools/verify.hpp"
 #include "tools/version.hpp"
@@ -192,6 +193,7 @@ struct CheckOptions {
   std::vector<std::string> backend_options;
   std::string model = "fp32-any-order";
   double driver_timeout = 600;
+  std::string reference = "auto";  // host | device | auto (auto: host for one problem)
   int repeats = 1;
   double progress = 5;        // heartbeat period in seconds; 0: none
   double memory_limit = 0;    // bytes; 0: available memory
@@ -219,7 +221,8 @@ int cmd_check(const std::string& text, const CheckOptions& o) {
   gate::Result r;
   {
     Heartbeat beat(o.progress);
-    r = gate::evaluate(p, fills, o.repeats, [&](const std::string& phase) { beat.phase(phase); }, runner.get());
+    r = gate::evaluate(p, fills, o.repeats, [&](const std::string& phase) { beat.phase(phase); }, runner.get(),
+                       *gate::resolve_reference(o.reference, false));
   }
   if (!r.plan.empty()) std::cout << r.plan;
   if (!r.reason.empty()) std::cout << oracle::name(r.state) << ": " << r.reason << "\n";
@@ -364,6 +367,7 @@ int main(int argc, char** argv) {
   options::add_seed(*check_cmd, copt.seed);
   options::add_backend(*check_cmd, copt.backend);
   options::add_external_options(*check_cmd, copt.backend_options, copt.model, copt.driver_timeout);
+  options::add_reference(*check_cmd, copt.reference);
   check_cmd->add_option("--repeats", copt.repeats, "extra kernel runs that must reproduce the digests")
       ->check(options::integer_in(0, 1000))
       ->capture_default_str();
@@ -412,6 +416,11 @@ int main(int argc, char** argv) {
   bcli.selection.corpus = corpus_path;
   bcli.torch_driver = data::path("tools/bench_torch.py");
   auto* bench = add_bench_command(app, bcli);
+
+  RefcheckCli rcli;
+  rcli.selection.corpus = corpus_path;
+  rcli.bitwise = bitwise_path;
+  auto* refcheck = add_refcheck_command(app, rcli);
 
   IsaCli icli;
   icli.manifest = std::string(KGATE_BINARY_DIR) + "/kgate-isa-manifest.json";
@@ -462,6 +471,7 @@ int main(int argc, char** argv) {
     }
     if (*bench) return run_bench_command(bcli);
     if (*isa_cmd) return run_isa_command(icli);
+    if (*refcheck) return run_refcheck_command(rcli);
   } catch (const InputError& e) {
     std::cerr << "kgate: error: " << e.what() << "\n";
     return exit_error;

@@ -89,6 +89,15 @@ CLI::Option* add_backend(CLI::App& c, std::string& backend) {
       ->capture_default_str();
 }
 
+CLI::Option* add_reference(CLI::App& c, std::string& where) {
+  return c
+      .add_option("--reference", where,
+                  "where the fp64 references run: host (the CPUs), device (this binary's backend: the GPU, or the "
+                  "host emulator), auto (device for verify --full on a GPU backend, else host)")
+      ->check(CLI::IsMember({"host", "device", "auto"}))
+      ->capture_default_str();
+}
+
 void add_external_options(CLI::App& c, std::vector<std::string>& backend_options, std::string& model, double& timeout) {
   c.add_option("--backend-option", backend_options,
                "KEY=VALUE for an external backend (torch: device, channels_last_3d, autocast, cudnn_benchmark, "

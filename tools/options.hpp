@@ -34,6 +34,10 @@ CLI::Option* add_backend(CLI::App& c, std::string& backend);
 // --model (the accumulation model), --driver-timeout (seconds per request).
 void add_external_options(CLI::App& c, std::vector<std::string>& backend_options, std::string& model, double& timeout);
 
+// --reference: where the fp64 references run: host | device | auto
+// (gate::resolve_reference).
+CLI::Option* add_reference(CLI::App& c, std::string& where);
+
 // A report file flag (--report, --junit, --json, --svg, --out): its path,
 // '' writes none where the default is a file, '-' standard output.
 CLI::Option* add_report(CLI::App& c, const std::string& flag, std::string& path, const std::string& help);

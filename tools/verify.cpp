@@ -40,9 +40,13 @@ void add_verify_options(CLI::App& cmd, VerifyOptions& opt) {
   cmd.add_option("--corpus", opt.corpus, "shapes corpus file")->capture_default_str();
   options::add_backend(cmd, opt.backend);
   options::add_external_options(cmd, opt.backend_options, opt.model, opt.driver_timeout);
+  options::add_reference(cmd, opt.reference);
   cmd.add_option("--filter", opt.filters, "KEY=VALUE (op, dir, dtype, site, config, form); repeatable, all must match");
   cmd.add_option("--config", opt.configs, "configurations to run (A B C D, and plan: the kernels' boundary problems)")->capture_default_str();
   cmd.add_flag("--full", opt.full, "full extents (for GPU backends)");
+  cmd.add_flag("--quick", opt.quick,
+               "the edit-check loop: the kernels' boundary problems (--config plan) of the selected operators, the "
+               "exact fill only, the bitwise entries the --filter flags select");
   options::add_flop_budget(cmd, opt.flop_budget);
   cmd.add_option("--jobs,-j", opt.jobs, "problems run in parallel")->check(options::integer_in(1, 256))->capture_default_str();
   options::add_seed(cmd, opt.seed);
@@ -78,7 +82,10 @@ Result verify_one(const Problem& p, const VerifyOptions& opt, gate::Runner* runn
     r.reason = "descriptor/JSON round trip differs";
     return r;
   }
-  return gate::evaluate(p, gate::default_fills(p, opt.seed), opt.repeats, {}, runner);
+  std::vector<Fill> fills = gate::default_fills(p, opt.seed);
+  if (opt.quick) fills.resize(1);  // the exact fill (lattice, gn_exact): bit-exact expectations
+  return gate::evaluate(p, fills, opt.repeats, {}, runner,
+                        *gate::resolve_reference(opt.reference, opt.full));
 }
 
 std::string xml_escape(const std::string& s) {
@@ -240,6 +247,13 @@ int run_verify(const VerifyOptions& opt) {
     } catch (const InputError& e) {
       throw InputError("--bitwise", e.what());
     }
+    if (opt.quick)
+      std::erase_if(bitwise_entries, [&](const corpus::BitwiseEntry& b) {
+        corpus::Entry e;
+        e.descriptor = b.descriptor;
+        e.problem = b.problem;
+        return !filter_matches(e, b.problem, opt.filters);
+      });
   }
   // Checked before the run, so that a long run never ends unable to report.
   files::distinct_outputs({{"--report", opt.report}, {"--junit", opt.junit}});
@@ -251,7 +265,8 @@ int run_verify(const VerifyOptions& opt) {
   const nlohmann::json settings = gate::backend_settings();
   // Reduced problems, deduplicated across configurations by descriptor.
   const std::vector<Problem> work =
-      select_corpus(Selection{opt.corpus, opt.configs, opt.filters, opt.full, opt.flop_budget});
+      select_corpus(Selection{opt.corpus, opt.quick ? std::vector<std::string>{"plan"} : opt.configs, opt.filters,
+                              opt.full, opt.flop_budget});
   check_memory(work, opt.jobs, opt.memory_limit);
   std::unique_ptr<gate::Runner> runner;
   if (external) runner = gate::start_external({opt.backend, opt.backend_options, opt.model, opt.driver_timeout});
@@ -261,7 +276,8 @@ int run_verify(const VerifyOptions& opt) {
   // alike: a run that is killed still shows how far it got.
   if (opt.reports)
     log << "kgate verify: " << work.size() << " problems, backend " << backend_label
-              << (opt.full ? ", full extents" : ", reduced extents") << ", " << opt.jobs << " job(s)"
+              << (opt.full ? ", full extents" : ", reduced extents") << ", references "
+              << gate::describe(*gate::resolve_reference(opt.reference, opt.full)) << ", " << opt.jobs << " job(s)"
               << opt.processes_label << std::endl;
   std::vector<Result> results(work.size());
   std::vector<char> finished(work.size(), 0);
@@ -303,7 +319,7 @@ int run_verify(const VerifyOptions& opt) {
       // Interrupted (SIGINT): the problems that finished, in a report marked
       // incomplete, then exit 130 as the shell expects.
       nlohmann::json partial{{"backend", backend_label}, {"settings", settings}, {"corpus", opt.corpus},
-                             {"full", opt.full}, {"seed", opt.seed}, {"verdict", "interrupted"},
+                             {"full", opt.full}, {"reference", gate::describe(*gate::resolve_reference(opt.reference, opt.full))}, {"seed", opt.seed}, {"verdict", "interrupted"},
                              {"incomplete", true}, {"exit_code", exit_interrupted},
                              {"problems_selected", work.size()}, {"problems_finished", done.load()},
                              {"problems", nlohmann::json::array()}};
@@ -383,7 +399,7 @@ int run_verify(const VerifyOptions& opt) {
                           {"skipped", t.skipped}};
   };
   nlohmann::json report{{"backend", backend_label}, {"settings", settings}, {"corpus", opt.corpus},
-                        {"full", opt.full}, {"seed", opt.seed}, {"seconds", seconds},
+                        {"full", opt.full}, {"reference", gate::describe(*gate::resolve_reference(opt.reference, opt.full))}, {"seed", opt.seed}, {"seconds", seconds},
                         {"require_all", opt.require_all}, {"verdict", all.verdict(opt.require_all)},
                         {"exit_code", all.exit_code(opt.require_all)}, {"failures", all.failed},
                         {"counts", counts(all)}, {"problem_counts", counts(tally)},

@@ -24,6 +24,11 @@ struct VerifyOptions {
   // Configurations to run: the corpus's, and "plan" (the kernels' boundary problems).
   std::vector<std::string> configs{"A", "B", "C", "D", "plan"};
   bool full = false;                     // full extents (GPU backends)
+  // The developer's loop: the kernels' boundary problems (--config plan) of
+  // the --filter'ed operators, the exact fill alone, and the bitwise entries
+  // those filters select.
+  bool quick = false;
+  std::string reference = "auto";        // host | device | auto (gate::resolve_reference)
   double flop_budget = 3e8;              // reduced extents: largest extent within this
   int jobs = 1;
   std::uint64_t seed = 1;

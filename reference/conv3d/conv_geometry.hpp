@@ -1,9 +1,11 @@
 // Internal: the small/large geometry of ref_conv.hpp and the term enumeration
-// the direct, dot2, mpfr and absolute references share. Not a public API.
+// the direct, dot2, mpfr and absolute references and the device reference
+// (reference/device/, KGATE_HD) share. Not a public API.
 #pragma once
 
 #include <cstdint>
 
+#include "reference/host_device.hpp"
 #include "reference/problem.hpp"
 
 namespace kgate::ref::detail {
@@ -17,13 +19,13 @@ struct ConvGeom {
   Axis3 S{}, L{}, K{}, stride{}, pad{}, dil{};
   std::int64_t s_pos = 1, l_pos = 1, taps = 1;  // products of S, L, K
 
-  std::int64_t small_at(std::int64_t b, std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t c) const {
+  KGATE_HD std::int64_t small_at(std::int64_t b, std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t c) const {
     return (((b * S[0] + i0) * S[1] + i1) * S[2] + i2) * cs + c;
   }
-  std::int64_t large_at(std::int64_t b, std::int64_t j0, std::int64_t j1, std::int64_t j2, std::int64_t c) const {
+  KGATE_HD std::int64_t large_at(std::int64_t b, std::int64_t j0, std::int64_t j1, std::int64_t j2, std::int64_t c) const {
     return (((b * L[0] + j0) * L[1] + j1) * L[2] + j2) * cl + c;
   }
-  std::int64_t w_at(std::int64_t c_small, std::int64_t k0, std::int64_t k1, std::int64_t k2, std::int64_t c_large_local) const {
+  KGATE_HD std::int64_t w_at(std::int64_t c_small, std::int64_t k0, std::int64_t k1, std::int64_t k2, std::int64_t c_large_local) const {
     return (((c_small * K[0] + k0) * K[1] + k1) * K[2] + k2) * clg + c_large_local;
   }
 };
@@ -80,7 +82,7 @@ inline DirPlan dir_plan(const ConvProblem& p) {
 // index into the output tensor of `kind`), in a fixed order: taps outermost,
 // then channels (contract, scatter), or batch then positions (wgrad).
 template <class F>
-void for_each_term(const ConvGeom& g, Kind kind, const double* a, const double* b, std::int64_t out, F&& f) {
+KGATE_HD void for_each_term(const ConvGeom& g, Kind kind, const double* a, const double* b, std::int64_t out, F&& f) {
   switch (kind) {
     case Kind::contract: {
       const std::int64_t c = out % g.cs;

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "reference/compensated.hpp"
 #include "reference/problem.hpp"
 #include "reference/tensor.hpp"
 
@@ -90,55 +91,6 @@ int ref_threads();
 // only write state owned by its item (or by its worker index) so that results
 // never depend on the thread count. Exceptions are rethrown on the caller.
 void parallel_for(std::int64_t n, const std::function<void(std::int64_t item, int worker)>& f);
-
-// ---------------------------------------------------------------------------
-// Compensated arithmetic (error-free transformations; round-to-nearest, no
-// contraction: the project compiles with -ffp-contract=off).
-
-inline void two_sum(double a, double b, double& s, double& e) {
-  s = a + b;
-  const double bb = s - a;
-  e = (a - (s - bb)) + (b - bb);
-}
-// a*b = p + e exactly. With hardware FMA (compiled with -mfma) e = fma(a, b,
-// -p); otherwise Dekker's product on Veltkamp's split, since std::fma would
-// be a slow software routine. Exact unless |a| or |b| >= 2^996 or the error
-// underflows (|a*b| < 2^-969), far outside the values kgate references see.
-inline void two_prod(double a, double b, double& p, double& e) {
-  p = a * b;
-#if defined(__FMA__)
-  e = std::fma(a, b, -p);
-#else
-  constexpr double kSplit = 134217729.0;  // 2^27 + 1
-  double t = kSplit * a;
-  const double ah = t - (t - a), al = a - ah;
-  t = kSplit * b;
-  const double bh = t - (t - b), bl = b - bh;
-  e = (((ah * bh - p) + ah * bl) + al * bh) + al * bl;
-#endif
-}
-
-// Dot2 of Ogita, Rump and Oishi (2005): a sum of products (and plain terms)
-// computed as if in twice the working precision, then rounded once.
-struct Dot2 {
-  double s = 0.0, c = 0.0;
-  void add_prod(double a, double b) {
-    double p, ep, t, es;
-    two_prod(a, b, p, ep);
-    two_sum(s, p, t, es);
-    s = t;
-    c += ep + es;
-  }
-  void add(double a) {
-    double t, es;
-    two_sum(s, a, t, es);
-    s = t;
-    c += es;
-  }
-  // Once s is Inf or NaN (an infinite term, or an overflow) the error terms
-  // are NaN (inf - inf) and meaningless: the value is the IEEE sum, s.
-  double value() const { return std::isfinite(s) ? s + c : s; }
-};
 
 // ---------------------------------------------------------------------------
 // Exact accumulation in MPFR.
