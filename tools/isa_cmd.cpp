@@ -105,7 +105,10 @@ Outcome audit_cuda(const nlohmann::json& tc, const std::string& root, const Sour
   fs::remove_all(keep);
   fs::create_directories(keep);
   std::string log;
-  if (run(quote(tc.at("nvcc").get<std::string>()) + " -arch=sm_90 -std=c++20 --fmad=false -x cu -I" + quote(root) +
+  // The device reference is built with --expt-relaxed-constexpr (its
+  // geometry's std::array members in device code: reference/device/CMakeLists.txt).
+  const std::string relaxed = isa::is_reference_source(s.path) ? " --expt-relaxed-constexpr" : "";
+  if (run(quote(tc.at("nvcc").get<std::string>()) + " -arch=sm_90 -std=c++20 --fmad=false" + relaxed + " -x cu -I" + quote(root) +
               " -cubin -Xptxas -v --keep --keep-dir " + quote(keep.string()) + " -o " +
               quote((keep / (s.name + ".cubin")).string()) + " " + quote(s.path),
           log) != 0) {

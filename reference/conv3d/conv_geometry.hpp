@@ -8,6 +8,17 @@
 #include "reference/host_device.hpp"
 #include "reference/problem.hpp"
 
+// The geometry's axes are std::array, whose constexpr members device code
+// may call on HIP, and on nvcc only with --expt-relaxed-constexpr (the
+// device reference's CUDA build passes it). Elsewhere under nvcc (the
+// production kernels' translation units, which carry their own device
+// geometry) these functions stay host-only.
+#if defined(__CUDACC__) && !defined(__HIP__) && !defined(__CUDACC_RELAXED_CONSTEXPR__)
+#define KGATE_GEOM_HD
+#else
+#define KGATE_GEOM_HD KGATE_HD
+#endif
+
 namespace kgate::ref::detail {
 
 enum class Kind : std::uint8_t { contract, scatter, wgrad };
@@ -19,13 +30,13 @@ struct ConvGeom {
   Axis3 S{}, L{}, K{}, stride{}, pad{}, dil{};
   std::int64_t s_pos = 1, l_pos = 1, taps = 1;  // products of S, L, K
 
-  KGATE_HD std::int64_t small_at(std::int64_t b, std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t c) const {
+  KGATE_GEOM_HD std::int64_t small_at(std::int64_t b, std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t c) const {
     return (((b * S[0] + i0) * S[1] + i1) * S[2] + i2) * cs + c;
   }
-  KGATE_HD std::int64_t large_at(std::int64_t b, std::int64_t j0, std::int64_t j1, std::int64_t j2, std::int64_t c) const {
+  KGATE_GEOM_HD std::int64_t large_at(std::int64_t b, std::int64_t j0, std::int64_t j1, std::int64_t j2, std::int64_t c) const {
     return (((b * L[0] + j0) * L[1] + j1) * L[2] + j2) * cl + c;
   }
-  KGATE_HD std::int64_t w_at(std::int64_t c_small, std::int64_t k0, std::int64_t k1, std::int64_t k2, std::int64_t c_large_local) const {
+  KGATE_GEOM_HD std::int64_t w_at(std::int64_t c_small, std::int64_t k0, std::int64_t k1, std::int64_t k2, std::int64_t c_large_local) const {
     return (((c_small * K[0] + k0) * K[1] + k1) * K[2] + k2) * clg + c_large_local;
   }
 };
@@ -82,7 +93,7 @@ inline DirPlan dir_plan(const ConvProblem& p) {
 // index into the output tensor of `kind`), in a fixed order: taps outermost,
 // then channels (contract, scatter), or batch then positions (wgrad).
 template <class F>
-KGATE_HD void for_each_term(const ConvGeom& g, Kind kind, const double* a, const double* b, std::int64_t out, F&& f) {
+KGATE_GEOM_HD void for_each_term(const ConvGeom& g, Kind kind, const double* a, const double* b, std::int64_t out, F&& f) {
   switch (kind) {
     case Kind::contract: {
       const std::int64_t c = out % g.cs;
