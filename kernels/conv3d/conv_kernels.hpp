@@ -105,6 +105,11 @@ namespace kgate::kernels::cv {
 inline constexpr int kThreads = 64;  // work-items per workgroup
 inline constexpr int kTM = 4;        // register tile rows (M) per work-item
 inline constexpr int kTN = 4;        // register tile columns (N) per work-item
+// A portable kernel's accumulator tile and one K step's column operands, as
+// checked register arrays (rt::regs: an index outside the tile is a kernel
+// error on the emulator).
+using AccTile = rt::regs<rt::regs<float, kTN>, kTM>;
+using ColVec = rt::regs<float, kTN>;
 inline constexpr int kMaxPhaseTaps = 256;  // taps one stride phase of the scatter family may have (4 KiB of LDS)
 
 // The geometry of reference/conv3d/conv_geometry.hpp as plain device data.
@@ -190,8 +195,7 @@ KGATE_HD constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { retur
 // channel-q element of row u's source (rows without a source at this tap,
 // ap[u] null, take no term).
 template <class Tin>
-KGATE_DEVICE void tile_step(float (&acc)[kTM][kTN], const Tin* const (&ap)[kTM], std::int32_t q,
-                            const float (&b)[kTN]) {
+KGATE_DEVICE void tile_step(AccTile& acc, const Tin* const (&ap)[kTM], std::int32_t q, const ColVec& b) {
 KGATE_UNROLL
   for (int u = 0; u < kTM; ++u) {
     if (!ap[u]) continue;
@@ -342,7 +346,7 @@ KGATE_DEVICE void put_output(Tout* O, const Tin* B, std::int64_t row, std::int64
 // offsets row_of(u), columns c0 + v below ncols of group grp.
 template <class Tin, class Tout, class RowOf>
 KGATE_DEVICE void store_tile(const GemmArgs& a, RowOf&& row_of, const bool (&rv)[kTM], std::int64_t grp, std::int64_t c0,
-                             std::int64_t ncols, const float (&acc)[kTM][kTN]) {
+                             std::int64_t ncols, const AccTile& acc) {
   Tout* O = static_cast<Tout*>(a.out);
   const Tin* B = static_cast<const Tin*>(a.bias);
 KGATE_UNROLL
@@ -381,7 +385,7 @@ KGATE_UNROLL
     const std::int64_t c = c0 + v < g.csg ? c0 + v : c0;  // a column past csg computes a copy, never stored
     wrow[v] = W + (grp * g.csg + c) * g.taps * g.clg;
   }
-  float acc[kTM][kTN] = {};
+  AccTile acc{};
   // One flat loop over the taps (KD, KH, KW order): few live counters.
   const std::int32_t taps = static_cast<std::int32_t>(g.taps);
   for (std::int32_t tap = 0; tap < taps; ++tap) {
@@ -397,7 +401,7 @@ KGATE_UNROLL
     }
     const std::int64_t woff = std::int64_t{tap} * g.clg;
     for (std::int32_t q = 0; q < g.clg; ++q) {
-      float b[kTN];
+      ColVec b;
 KGATE_UNROLL
       for (int v = 0; v < kTN; ++v) b[v] = to_f32(wrow[v][woff + q]);
       tile_step<Tin>(acc, ap, q, b);
@@ -444,7 +448,7 @@ KGATE_KERNEL_BOUNDS(conv_scatter, kThreads, GemmArgs a) {
   std::int64_t cc[kTN];
 KGATE_UNROLL
   for (int v = 0; v < kTN; ++v) cc[v] = grp * g.clg + (c0 + v < g.clg ? c0 + v : c0);
-  float acc[kTM][kTN] = {};
+  AccTile acc{};
   for (std::int32_t e = 0; e < ntaps; ++e) {
     std::int64_t tap;
     std::int32_t o0, o1, o2;
@@ -472,7 +476,7 @@ KGATE_UNROLL
     const Tin* wq = W + (grp * g.csg * g.taps + tap) * g.clg;
     const std::int64_t wstride = g.taps * g.clg;
     for (std::int32_t q = 0; q < g.csg; ++q, wq += wstride) {
-      float b[kTN];
+      ColVec b;
 KGATE_UNROLL
       for (int v = 0; v < kTN; ++v) b[v] = to_f32(wq[cc[v] - grp * g.clg]);
       tile_step<Tin>(acc, ap, q, b);
@@ -696,12 +700,17 @@ KGATE_DEVICE void async_stage_loop(std::int64_t nblk, Issue&& issue, Step&& step
   }
 }
 
+// A matrix-core kernel's accumulators: M x N atoms' C fragments per wave (a
+// checked register array, as AccTile).
+template <class Atom, int M, int N>
+using MmaAcc = rt::regs<rt::regs<rt::mma::c_frag<Atom>, N>, M>;
+
 // The atoms of one atom-K chunk: the wave's fragments, A fragment u from
 // load_a(u) and B fragment v from load_b(v) (LDS fragment loads), then
 // every atom of the wave's tile.
 template <class Atom, class TT, class LoadA, class LoadB>
 [[gnu::always_inline]] KGATE_DEVICE void mma_atoms(LoadA&& load_a, LoadB&& load_b,
-                                                   rt::mma::c_frag<Atom> (&acc)[TT::AM][TT::AN]) {
+                                                   MmaAcc<Atom, TT::AM, TT::AN>& acc) {
   rt::mma::a_frag<Atom> af[TT::AM];
   rt::mma::b_frag<Atom> bf[TT::AN];
 KGATE_UNROLL
@@ -723,7 +732,7 @@ KGATE_UNROLL
 // wm*WTM.., columns wn*WTN.. of the block tile.
 template <class Atom, class TT, bool kAK = false, bool kBK = false, bool kFreeChunks = true>
 KGATE_DEVICE void mma_block_step(const rt::lds_array<std::uint16_t>& sA, int a0, const rt::lds_array<std::uint16_t>& sB,
-                                 int b0, int wm, int wn, std::int64_t chunks, rt::mma::c_frag<Atom> (&acc)[TT::AM][TT::AN]) {
+                                 int b0, int wm, int wn, std::int64_t chunks, MmaAcc<Atom, TT::AM, TT::AN>& acc) {
   namespace mma = kgate::rt::mma;
   static_assert(TT::LDK % 8 == 0 && Atom::K % 8 == 0);  // 16-byte rows for the fragment loads
   const int abase = a0 + wm * TT::WTM * (kAK ? 1 : TT::LDK), bbase = b0 + wn * TT::WTN * (kBK ? 1 : TT::LDK);
@@ -928,7 +937,7 @@ KGATE_UNROLL
     }
   };
   const int wave = t / Atom::lanes, wm = wave % TT::WM, wn = wave / TT::WM;
-  mma::c_frag<Atom> acc[TT::AM][TT::AN];
+  MmaAcc<Atom, TT::AM, TT::AN> acc;
 KGATE_UNROLL
   for (int u = 0; u < TT::AM; ++u)
 KGATE_UNROLL
@@ -1342,7 +1351,7 @@ KGATE_UNROLL
     arow[u] = (m / kWgradHaloCB) * g.dil[2];
     acol[u] = m % kWgradHaloCB;
   }
-  rt::mma::c_frag<Atom> acc[Tile::AM][Tile::AN];
+  MmaAcc<Atom, Tile::AM, Tile::AN> acc;
 KGATE_UNROLL
   for (int u = 0; u < Tile::AM; ++u)
 KGATE_UNROLL
@@ -1429,7 +1438,7 @@ KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, (MmaTile<Atom, kWgradWide>::kThreads), kM
     off[2] = k2 * g.dil[2] - g.pad[2];
   };
   const int wave = t / Atom::lanes, wm = wave % TT::WM, wn = wave / TT::WM;
-  rt::mma::c_frag<Atom> acc[TT::AM][TT::AN];
+  MmaAcc<Atom, TT::AM, TT::AN> acc;
 KGATE_UNROLL
   for (int u = 0; u < TT::AM; ++u)
 KGATE_UNROLL
@@ -1654,7 +1663,7 @@ KGATE_UNROLL
   for (int u = 0; u < kTM; ++u) cu[u] = c0 + u < g.csg ? u : 0;
 KGATE_UNROLL
   for (int v = 0; v < kTN; ++v) lv[v] = l0 + v < g.clg ? v : 0;
-  float acc[kTM][kTN] = {};
+  AccTile acc{};
   // (bn, i0, i1, i2) of row r_begin, then advanced row by row. The loads
   // of kWgradRows rows are issued before their products (a loop of one row
   // at a time waits on each row's load latency: with few work-items per
@@ -1665,7 +1674,8 @@ KGATE_UNROLL
   std::int64_t i2 = r % g.S[2], i1 = (r / g.S[2]) % g.S[1], i0 = (r / (std::int64_t{g.S[2]} * g.S[1])) % g.S[0];
   std::int64_t bn = r / g.s_pos;
   for (; r < r_end; r += kWgradRows) {
-    float x[kWgradRows][kTM], y[kWgradRows][kTN];
+    rt::regs<rt::regs<float, kTM>, kWgradRows> x;
+    rt::regs<ColVec, kWgradRows> y;
     bool ok[kWgradRows];
 KGATE_UNROLL
     for (int k = 0; k < kWgradRows; ++k) {

@@ -52,6 +52,8 @@ __device__ inline unsigned flat_thread_idx() {
 __device__ constexpr int wave_size() { return 32; }
 __device__ inline int lane_id() { return static_cast<int>(flat_thread_idx() % 32u); }
 __device__ inline int wave_id() { return static_cast<int>(flat_thread_idx() / 32u); }
+// A register array's index (rt::regs): unchecked on the device.
+__device__ inline void check_register_index(int, int) {}
 
 // ===========================================================================
 // 4. Barrier

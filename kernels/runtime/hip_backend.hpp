@@ -47,6 +47,8 @@ __device__ inline unsigned flat_thread_idx() {
 __device__ constexpr int wave_size() { return 64; }
 __device__ inline int lane_id() { return static_cast<int>(__lane_id()); }
 __device__ inline int wave_id() { return static_cast<int>(flat_thread_idx() / 64u); }
+// A register array's index (rt::regs): unchecked on the device.
+__device__ inline void check_register_index(int, int) {}
 
 // ===========================================================================
 // 4. Barrier

@@ -13,6 +13,8 @@
 //   3. Indices         thread_idx, block_idx, block_dim, grid_dim, lane_id,
 //                      wave_id, wave_size, flat_thread_idx
 //   4. Barrier         barrier
+//      (register arrays: rt::regs, registers.hpp, on the backends'
+//      check_register_index)
 //   5. LDS             lds_array, KGATE_LDS (static), KGATE_LDS_DYNAMIC;
 //                      asynchronous global-to-LDS copies:
 //                      lds_array::copy_async(i, src, valid) copies one V
@@ -71,4 +73,5 @@
 #endif
 
 #include "kernels/runtime/buffer.hpp"
+#include "kernels/runtime/registers.hpp"
 #include "kernels/runtime/mma.hpp"

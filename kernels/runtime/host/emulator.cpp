@@ -1103,6 +1103,14 @@ void kernel_error(const char* what, const std::source_location& site) {
   throw Error(std::string(what) + " at " + fmt_site(site));
 }
 
+void register_index_error(int index, int n) {
+  const Lane* l = current;
+  throw Error("register array index " + std::to_string(index) + " outside [0, " + std::to_string(n) + ")" +
+              (l ? " in work-item " + std::to_string(l->flat) + " of workgroup (" + std::to_string(l->bid.x) + "," +
+                       std::to_string(l->bid.y) + "," + std::to_string(l->bid.z) + ")"
+                 : ""));
+}
+
 // ===========================================================================
 // Thread pool and launch
 

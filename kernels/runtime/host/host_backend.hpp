@@ -160,6 +160,8 @@ void async_wait(int n);
 
 // Fatal in-kernel error (MFMA misuse and the like) with the current site.
 [[noreturn]] void kernel_error(const char* what, const std::source_location& site);
+// A register array index out of [0, n) (rt::regs).
+[[noreturn]] void register_index_error(int index, int n);
 
 }  // namespace detail
 }  // namespace host
@@ -186,6 +188,11 @@ inline unsigned flat_thread_idx() { return host::detail::current->flat; }
 inline int wave_size() { return host::detail::current->wave_size; }
 inline int lane_id() { return host::detail::current->lane; }
 inline int wave_id() { return host::detail::current->wave; }
+// A register array's index (rt::regs, registers.hpp): outside [0, n) is a
+// kernel error here, as a GPU would silently clobber another register.
+inline void check_register_index(int i, int n) {
+  if (static_cast<unsigned>(i) >= static_cast<unsigned>(n)) host::detail::register_index_error(i, n);
+}
 
 // ===========================================================================
 // 4. Barrier
