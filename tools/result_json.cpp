@@ -90,6 +90,10 @@ Result result_from_json(const json& j) {
   r.plan = j.at("plan").get<std::string>();
   r.worst_margin = num(j.at("worst_margin"));
   r.seconds = num(j.at("seconds"));
+  if (j.contains("reference")) r.reference = j.at("reference").get<std::string>();
+  // The repro line as the rank that ran it wrote it (its runner's and its
+  // references' flags included).
+  if (j.contains("repro")) r.repro_line = j.at("repro").get<std::string>();
   std::vector<std::string> order;
   try {
     for (const auto& s : outputs(parse_descriptor(r.descriptor))) order.emplace_back(name(s.role));
