@@ -121,21 +121,16 @@ int run_digests_command(DigestsCli cli) {
     cli.seed = want.seed;
     for (const auto& [d, roles] : want.problems) wanted[d] = &roles;
   }
-  std::vector<Problem> problems;
-  std::set<std::string> seen;
-  auto add = [&](const Problem& p) {
-    if (seen.insert(to_descriptor(p)).second) problems.push_back(p);
-  };
-  for (const auto& d : cli.descriptors) add(parse_descriptor(d));
+  ProblemList list;
+  for (const auto& d : cli.descriptors) list.add(parse_descriptor(d));
   if (cli.descriptors.empty()) {
     if (!cli.expect.empty()) {
-      for (const auto& [d, roles] : want.problems) add(parse_descriptor(d));
+      for (const auto& [d, roles] : want.problems) list.add(parse_descriptor(d));
     } else {
-      if (!cli.bitwise.empty())
-        for (const Problem& p : select_bitwise(cli.bitwise, cli.selection.filters)) add(p);
-      for (const Problem& p : select_corpus(cli.selection, problems.empty())) add(p);
+      list.add_corpora(cli.selection, cli.bitwise);
     }
   }
+  const std::vector<Problem>& problems = list.problems();
   if (problems.empty()) throw InputError("descriptor", "no problem selected");
 
   DigestsFile got;

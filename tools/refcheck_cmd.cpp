@@ -212,17 +212,10 @@ CLI::App* add_refcheck_command(CLI::App& app, RefcheckCli& cli) {
 
 int run_refcheck_command(const RefcheckCli& cli) {
   if (!cli.report.empty() && cli.report != "-") files::output_file(cli.report, "--report");
-  std::vector<Problem> problems;
-  std::set<std::string> seen;
-  auto add = [&](const Problem& p) {
-    if (seen.insert(to_descriptor(p)).second) problems.push_back(p);
-  };
-  for (const auto& d : cli.descriptors) add(parse_descriptor(d));
-  if (cli.descriptors.empty()) {
-    if (!cli.bitwise.empty())
-      for (const Problem& p : select_bitwise(cli.bitwise, cli.selection.filters)) add(p);
-    for (const Problem& p : select_corpus(cli.selection, problems.empty())) add(p);
-  }
+  ProblemList selected;
+  for (const auto& d : cli.descriptors) selected.add(parse_descriptor(d));
+  if (cli.descriptors.empty()) selected.add_corpora(cli.selection, cli.bitwise);
+  const std::vector<Problem>& problems = selected.problems();
   if (problems.empty()) throw InputError("descriptor", "no problem selected");
   const auto defect = cli.defect == "bump_last" ? ref::device::Defect::bump_last
                       : cli.defect == "skip_chunk"   ? ref::device::Defect::skip_chunk

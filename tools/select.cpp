@@ -64,6 +64,16 @@ std::vector<Problem> select_bitwise(const std::string& path, const std::vector<s
   return out;
 }
 
+void ProblemList::add(const Problem& p) {
+  if (seen_.insert(to_descriptor(p)).second) problems_.push_back(p);
+}
+
+void ProblemList::add_corpora(const Selection& s, const std::string& bitwise) {
+  if (!bitwise.empty())
+    for (const Problem& p : select_bitwise(bitwise, s.filters)) add(p);
+  for (const Problem& p : select_corpus(s, problems_.empty())) add(p);
+}
+
 void add_corpora_options(CLI::App& c, Selection& s, std::string& bitwise) {
   c.add_option("--corpus", s.corpus, "shapes corpus file")->capture_default_str();
   c.add_option("--bitwise", bitwise, "bitwise corpus file ('' leaves it out)")->capture_default_str();

@@ -2,6 +2,7 @@
 // audit, bench): configurations, --filter, reduced or full extents.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,21 @@ std::vector<Problem> select_corpus(const Selection& s, bool require_some = true)
 // The bitwise corpus's problems that pass the filters (its entries carry no
 // configuration or site: such filters select none of them).
 std::vector<Problem> select_bitwise(const std::string& path, const std::vector<std::string>& filters);
+
+// A command's problems in order, each descriptor once (the first wins).
+class ProblemList {
+ public:
+  void add(const Problem& p);
+  // The bitwise corpus's problems that pass s.filters (unless `bitwise` is
+  // ''), then the corpus selection (select_corpus; it must select some when
+  // the list is still empty).
+  void add_corpora(const Selection& s, const std::string& bitwise);
+  const std::vector<Problem>& problems() const { return problems_; }
+
+ private:
+  std::vector<Problem> problems_;
+  std::set<std::string> seen_;
+};
 
 // The selection flags of a command over both corpora (audit, digests):
 // --corpus, --bitwise (into `bitwise`), --config, --filter, --full,

@@ -202,21 +202,4 @@ Result run(const Problem& p, const Inputs& in, Defect defect) {
   return run_groupnorm(g, in, defect);
 }
 
-double device_bytes(const Problem& p) {
-  double elems = 0;
-  auto count = [](const Dims& d) {
-    double n = 1;
-    for (auto e : d) n *= static_cast<double>(e);
-    return n;
-  };
-  for (const auto& s : inputs(p)) elems += count(s.dims);
-  for (const auto& s : outputs(p)) elems += 2 * count(s.dims);  // value and companion
-  if (std::holds_alternative<GroupNormProblem>(p)) {
-    const auto& g = std::get<GroupNormProblem>(p);
-    elems += 3 * static_cast<double>(g.n) * static_cast<double>(g.c) * static_cast<double>(g.spatial[0]) *
-             static_cast<double>(g.spatial[1]) * static_cast<double>(g.spatial[2]);  // xhat, y and |y| scratch
-  }
-  return 8 * elems;
-}
-
 }  // namespace kgate::ref::device

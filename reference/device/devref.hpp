@@ -49,7 +49,4 @@ struct Result {
 // when the device is full) for a failure of the device.
 Result run(const Problem& p, const Inputs& in, Defect defect = Defect::none);
 
-// The fp64 bytes run() allocates on the device for p.
-double device_bytes(const Problem& p);
-
 }  // namespace kgate::ref::device
