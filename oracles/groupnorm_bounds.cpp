@@ -32,9 +32,11 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "oracles/bounds.hpp"
 #include "oracles/oracle.hpp"
+#include "reference/parallel.hpp"
 #include "reference/descriptor.hpp"
 
 namespace kgate::oracle {
@@ -42,6 +44,31 @@ namespace kgate::oracle {
 namespace {
 
 double get_or(const Tensor* t, std::int64_t i, double dflt) { return t ? t->get(i) : dflt; }
+
+// Sums of `width` accumulators over the elements [0, n): fn(i, acc) adds
+// element i's terms into acc[0, width). One partial per chunk of elements,
+// merged in chunk order (reference/parallel.hpp): the same sums for any
+// number of element threads.
+template <class F>
+std::vector<double> chunked_sums(std::int64_t n, std::size_t width, const F& fn) {
+  std::vector<std::vector<double>> parts(static_cast<std::size_t>(chunk_count(n)));
+  parallel_chunks(n, [&](std::int64_t lo, std::int64_t hi, std::int64_t chunk) {
+    std::vector<double> acc(width, 0.0);
+    for (std::int64_t i = lo; i < hi; ++i) fn(i, acc.data());
+    parts[static_cast<std::size_t>(chunk)] = std::move(acc);
+  });
+  std::vector<double> total(width, 0.0);
+  for (const auto& part : parts)
+    for (std::size_t k = 0; k < width; ++k) total[k] += part[k];
+  return total;
+}
+
+template <class F>
+void each_element(std::int64_t n, const F& fn) {
+  parallel_chunks(n, [&](std::int64_t lo, std::int64_t hi, std::int64_t) {
+    for (std::int64_t i = lo; i < hi; ++i) fn(i);
+  });
+}
 
 // Backward with the fused ReLU: dy is masked by [y_fwd > 0], y_fwd recomputed
 // from x and the fed mean, rstd, gamma, beta (reference/groupnorm). A kernel
@@ -59,7 +86,7 @@ ReluMask relu_mask(const GroupNormProblem& p, const GroupNormInputs& in, double 
   m.ambiguous.assign(n, 0);
   if (!p.relu) return m;
   const double g8 = gamma(8, u);
-  for (std::int64_t i = 0; i < n; ++i) {
+  each_element(n, [&](std::int64_t i) {
     const std::int64_t ch = i % C, ng = (i / (S * C)) * G + ch / Cg;
     const double mu = in.mean->get(ng), r = in.rstd->get(ng), x = in.x->get(i);
     const double g = get_or(in.gamma, ch, 1.0), b = get_or(in.beta, ch, 0.0);
@@ -67,7 +94,7 @@ ReluMask relu_mask(const GroupNormProblem& p, const GroupNormInputs& in, double 
     const double tol = g8 * (std::fabs(g) * r * (std::fabs(x) + std::fabs(mu)) + std::fabs(b));
     m.on[i] = y > 0;
     m.ambiguous[i] = std::fabs(y) <= tol;
-  }
+  });
   return m;
 }
 
@@ -103,17 +130,15 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
   c.u_acc = u;
   c.u_out = u_out;
   c.tier3_reason = "GroupNorm: the statistics' errors are shared by a whole group, not independent per element";
-  const std::int64_t n = reference.numel();
+  const std::int64_t n = reference.numel(), n_x = in.x->numel();
   c.bound2.assign(n, 0.0);
   c.scale.assign(n, 0.0);
   const double sqd = std::sqrt(Dd);
 
   // Per-(n,g) mean |x|.
-  std::vector<double> meanabs(N * G, 0.0);
-  for (std::int64_t b = 0; b < N; ++b)
-    for (std::int64_t s = 0; s < S; ++s)
-      for (std::int64_t ch = 0; ch < C; ++ch)
-        meanabs[b * G + ch / Cg] += std::fabs(in.x->get((b * S + s) * C + ch));
+  std::vector<double> meanabs = chunked_sums(n_x, static_cast<std::size_t>(N * G), [&](std::int64_t i, double* acc) {
+    acc[(i / (S * C)) * G + (i % C) / Cg] += std::fabs(in.x->get(i));
+  });
   for (auto& v : meanabs) v /= static_cast<double>(M);
 
   auto dvar_of = [&](std::int64_t ng) {
@@ -138,9 +163,9 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
       // trust check judges the zero share of the others.
       const ReluMask mask = relu_mask(p, in, u);
       c.relu_clamped.assign(n, 0);
-      for (std::int64_t i = 0; i < n; ++i) c.relu_clamped[i] = !mask.on[i] && !mask.ambiguous[i];
+      each_element(n, [&](std::int64_t i) { c.relu_clamped[i] = !mask.on[i] && !mask.ambiguous[i]; });
     }
-    for (std::int64_t i = 0; i < n; ++i) {
+    each_element(n, [&](std::int64_t i) {
       const std::int64_t ch = i % C, b = i / (S * C), ng = b * G + ch / Cg;
       const double r = in.rstd->get(ng), mu = in.mean->get(ng);
       const double x = in.x->get(i);
@@ -151,7 +176,7 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
       c.bound2[i] = gc * (g5 * r * (std::fabs(x) + meanabs[ng]) + 0.5 * xhat * dvar[ng]) * (1 + 4 * u) +
                     u * (bc + y) + u_out * y + eta_out;
       c.scale[i] = u * sqd * cond;
-    }
+    });
   } else if (!bwd && output == Role::mean) {
     c.tier1_reason = "statistics are not exact in general";
     for (std::int64_t i = 0; i < n; ++i) {
@@ -170,23 +195,27 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
     const double g6 = gamma(6, u), g2 = gamma(2, u);
     const double gs1 = gamma(Dd + 2, u), gs2 = gamma(Dd + 1, u);
     const ReluMask mask = relu_mask(p, in, u);
-    std::vector<double> sum1(N * G, 0), sum2(N * G, 0), s1a(N * G, 0), s2a(N * G, 0);
-    std::vector<double> amb1(N * G, 0), amb2(N * G, 0);  // ambiguous-mask mass
-    for (std::int64_t i = 0; i < n; ++i) {
+    // Per (n, g): sum1, sum2, their absolute sums s1a, s2a, and the
+    // ambiguous-mask mass amb1, amb2, as six rows of N * G accumulators.
+    const std::int64_t NG = N * G;
+    const std::vector<double> sums = chunked_sums(n, static_cast<std::size_t>(6 * NG), [&](std::int64_t i, double* acc) {
       const std::int64_t ch = i % C, b = i / (S * C), ng = b * G + ch / Cg;
       const double gd = get_or(in.gamma, ch, 1.0) * in.dy->get(i);
       const double x = in.x->get(i);
       if (mask.ambiguous[i]) {
-        amb1[ng] += std::fabs(gd * x);
-        amb2[ng] += std::fabs(gd);
+        acc[4 * NG + ng] += std::fabs(gd * x);
+        acc[5 * NG + ng] += std::fabs(gd);
       }
-      if (!mask.on[i] && !mask.ambiguous[i]) continue;
-      s1a[ng] += std::fabs(gd * x);
-      s2a[ng] += std::fabs(gd);
-      if (!mask.on[i]) continue;
-      sum1[ng] += gd * x;
-      sum2[ng] += gd;
-    }
+      if (!mask.on[i] && !mask.ambiguous[i]) return;
+      acc[2 * NG + ng] += std::fabs(gd * x);
+      acc[3 * NG + ng] += std::fabs(gd);
+      if (!mask.on[i]) return;
+      acc[ng] += gd * x;
+      acc[NG + ng] += gd;
+    });
+    const double* sum1 = sums.data();
+    const double *sum2 = sum1 + NG, *s1a = sum1 + 2 * NG, *s2a = sum1 + 3 * NG, *amb1 = sum1 + 4 * NG,
+                 *amb2 = sum1 + 5 * NG;
     std::vector<double> c2(N * G), c3(N * G), dc2(N * G), dc3(N * G);
     const double Md = static_cast<double>(M);
     for (std::int64_t ng = 0; ng < N * G; ++ng) {
@@ -200,7 +229,7 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
       dc3[ng] = dc2[ng] * std::fabs(mu) + ds2 * r / Md +
                 g6 * (std::fabs(c2[ng] * mu) + std::fabs(sum2[ng]) * r / Md);
     }
-    for (std::int64_t i = 0; i < n; ++i) {
+    each_element(n, [&](std::int64_t i) {
       const std::int64_t ch = i % C, b = i / (S * C), ng = b * G + ch / Cg;
       const double r = in.rstd->get(ng), x = std::fabs(in.x->get(i));
       const double gd = std::fabs(get_or(in.gamma, ch, 1.0) * in.dy->get(i));
@@ -209,23 +238,22 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
       if (mask.ambiguous[i]) e += r * gd;  // its own r*gamma*dy may be in or out
       c.bound2[i] = e * (1 + 8 * u) + u_out * std::fabs(reference.get(i)) + eta_out;
       c.scale[i] = u * sqd * (r * gd + ac2 * x + ac3);
-    }
+    });
   } else if (bwd && (output == Role::dgamma || output == Role::dbeta)) {
     c.tier1_reason = "GroupNorm parameter gradients are not exact in general";
     const ReluMask mask = relu_mask(p, in, u);
-    std::vector<double> a(C, 0.0), amb(C, 0.0);
-    for (std::int64_t b = 0; b < N; ++b)
-      for (std::int64_t s = 0; s < S; ++s)
-        for (std::int64_t ch = 0; ch < C; ++ch) {
-          const std::int64_t i = (b * S + s) * C + ch, ng = b * G + ch / Cg;
-          if (!mask.on[i] && !mask.ambiguous[i]) continue;
-          const double dy = std::fabs(in.dy->get(i));
-          const double t = output == Role::dbeta
-                               ? dy
-                               : in.rstd->get(ng) * dy * (std::fabs(in.x->get(i)) + std::fabs(in.mean->get(ng)));
-          a[ch] += t;
-          if (mask.ambiguous[i]) amb[ch] += t;
-        }
+    // Per channel: the absolute sum a and its ambiguous-mask part amb.
+    const std::vector<double> sums = chunked_sums(n_x, static_cast<std::size_t>(2 * C), [&](std::int64_t i, double* acc) {
+      const std::int64_t ch = i % C, ng = (i / (S * C)) * G + ch / Cg;
+      if (!mask.on[i] && !mask.ambiguous[i]) return;
+      const double dy = std::fabs(in.dy->get(i));
+      const double t = output == Role::dbeta
+                           ? dy
+                           : in.rstd->get(ng) * dy * (std::fabs(in.x->get(i)) + std::fabs(in.mean->get(ng)));
+      acc[ch] += t;
+      if (mask.ambiguous[i]) acc[C + ch] += t;
+    });
+    const double *a = sums.data(), *amb = a + C;
     const double rel = gamma(Dd + (output == Role::dgamma ? 4 : 0), u);
     for (std::int64_t ch = 0; ch < n; ++ch) {
       c.bound2[ch] = rel * a[ch] * (1 + 4 * u) + amb[ch] + u_out * std::fabs(reference.get(ch));

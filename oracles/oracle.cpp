@@ -10,6 +10,7 @@
 #include "oracles/bounds.hpp"
 #include "reference/descriptor.hpp"
 #include "reference/error.hpp"
+#include "reference/parallel.hpp"
 
 namespace kgate::oracle {
 
@@ -60,7 +61,9 @@ double overflow_threshold(DType t) {
   return kInf;
 }
 
-// Keeps the n largest margins.
+// Keeps the n largest margins; among equal margins the lower index. A total
+// order, so the kept set does not depend on the order of the offers (the
+// element threads' chunks merge into the same worst elements).
 class WorstKeeper {
  public:
   explicit WorstKeeper(int n) : n_(n) {}
@@ -68,21 +71,27 @@ class WorstKeeper {
     if (n_ <= 0) return;
     if (static_cast<int>(v_.size()) < n_) {
       v_.push_back(w);
-      std::push_heap(v_.begin(), v_.end(), cmp);
-    } else if (w.margin > v_.front().margin) {
-      std::pop_heap(v_.begin(), v_.end(), cmp);
+      std::push_heap(v_.begin(), v_.end(), better);
+    } else if (better(w, v_.front())) {
+      std::pop_heap(v_.begin(), v_.end(), better);
       v_.back() = w;
-      std::push_heap(v_.begin(), v_.end(), cmp);
+      std::push_heap(v_.begin(), v_.end(), better);
     }
   }
+  void merge(const WorstKeeper& other) {
+    for (const auto& w : other.v_) offer(w);
+  }
   std::vector<WorstElement> take(const Dims& dims) {
-    std::sort(v_.begin(), v_.end(), [](const auto& a, const auto& b) { return a.margin > b.margin; });
+    std::sort(v_.begin(), v_.end(), better);
     for (auto& w : v_) w.coord = unravel(w.index, dims);
     return std::move(v_);
   }
 
  private:
-  static bool cmp(const WorstElement& a, const WorstElement& b) { return a.margin > b.margin; }  // min-heap
+  // The heap's front is the kept element that every other one beats.
+  static bool better(const WorstElement& a, const WorstElement& b) {
+    return a.margin > b.margin || (a.margin == b.margin && a.index < b.index);
+  }
   int n_;
   std::vector<WorstElement> v_;
 };
@@ -153,81 +162,130 @@ Report decide(const ElementwiseCheck& c, const Tensor& reference, const Tensor& 
   r.tier3.state = t3 ? State::passed : State::not_applicable;
   if (!t1) r.tier1.reason = c.tier1_reason;
   if (!t3) r.tier3.reason = c.tier3_reason;
-  WorstKeeper k1(opt.worst_count), k2(opt.worst_count), k3(opt.worst_count), ks(opt.worst_count);
-
-  std::int64_t ref_zero = 0, cand_zero = 0, counted = 0, clamped = 0, trust_judged = 0;
-  double sum_sq = 0, sum_signed_scaled = 0, sum_signed = 0;
-  std::int64_t finite = 0;
+  // One partial per chunk of elements (reference/parallel.hpp), merged in
+  // chunk order: the same report for any number of element threads.
+  struct Partial {
+    explicit Partial(int w) : k1(w), k2(w), k3(w), ks(w) {}
+    TierResult t1, t2, t3;
+    WorstKeeper k1, k2, k3, ks;
+    std::int64_t nan_mismatch = 0, inf_mismatch = 0, first_index = -1;
+    std::int64_t ref_zero = 0, cand_zero = 0, counted = 0, clamped = 0, trust_judged = 0, finite = 0;
+    double sum_sq = 0, sum_signed_scaled = 0, sum_signed = 0, max_abs_error = 0, max_scaled = 0;
+  };
   const bool relu = !c.relu_clamped.empty();
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double ref = reference.get(i);
-    const double cand = candidate.get(i);
-    const double b2 = c.bound2[i];
-    bool nan_bad = false, inf_bad = false;
-    const bool agree = classes_agree(ref, cand, b2, c.dst, &nan_bad, &inf_bad);
-    if (!agree) {
-      r.specials.nan_mismatch += nan_bad;
-      r.specials.inf_mismatch += inf_bad;
-      if (r.specials.first_index < 0) r.specials.first_index = i;
-      ks.offer({i, {}, ref, cand, b2, kInf});
-      // A class mismatch is a violation of every applicable tier.
-      for (TierResult* t : {&r.tier1, &r.tier2, &r.tier3}) {
-        if (t->state == State::not_applicable) continue;
-        if (t == &r.tier1 && !c.exact_ok[i]) continue;
-        ++t->checked;
-        ++t->violations;
-        t->max_margin = kInf;
-        (t == &r.tier1 ? k1 : t == &r.tier2 ? k2 : k3).offer({i, {}, ref, cand, t == &r.tier3 ? c.bound3[i] : b2, kInf});
-      }
-      continue;
-    }
-    if (std::isnan(ref) || std::isinf(ref) || std::isinf(cand)) continue;  // agreeing specials
-    // Trust counts (TrustResult): a reference element "within its bound of
-    // zero" is one where a zero candidate passes every tier that applies to
-    // it; a clamped ReLU output is zero by construction.
-    if (relu && c.relu_clamped[i]) {
-      ++clamped;
-    } else {
-      ++trust_judged;
-      const bool t1_zero = !(t1 && c.exact_ok[i]) || round_once(c.dst, ref) == 0.0;
-      ref_zero += t1_zero && std::fabs(ref) <= b2 && (!t3 || std::fabs(ref) <= c.bound3[i]);
-      cand_zero += cand == 0.0;
-    }
-    ++finite;
-    const double e = std::fabs(cand - ref);
-    // Tier 1: bitwise against the reference rounded once (+0 == -0: the sign
-    // of an exact zero sum depends on the accumulator's initial value).
-    if (t1) {
-      if (c.exact_ok[i]) {
-        ++r.tier1.checked;
-        const double want = round_once(c.dst, ref);
-        if (cand != want) {
-          ++r.tier1.violations;
-          r.tier1.max_margin = kInf;
-          k1.offer({i, {}, ref, cand, 0.0, kInf});
+  std::vector<Partial> parts(static_cast<std::size_t>(chunk_count(n)), Partial(opt.worst_count));
+  parallel_chunks(n, [&](std::int64_t lo, std::int64_t hi, std::int64_t chunk) {
+    Partial& q = parts[static_cast<std::size_t>(chunk)];
+    for (std::int64_t i = lo; i < hi; ++i) {
+      const double ref = reference.get(i);
+      const double cand = candidate.get(i);
+      const double b2 = c.bound2[i];
+      bool nan_bad = false, inf_bad = false;
+      const bool agree = classes_agree(ref, cand, b2, c.dst, &nan_bad, &inf_bad);
+      if (!agree) {
+        q.nan_mismatch += nan_bad;
+        q.inf_mismatch += inf_bad;
+        if (q.first_index < 0) q.first_index = i;
+        q.ks.offer({i, {}, ref, cand, b2, kInf});
+        // A class mismatch is a violation of every applicable tier.
+        if (t1 && c.exact_ok[i]) {
+          ++q.t1.checked;
+          ++q.t1.violations;
+          q.t1.max_margin = kInf;
+          q.k1.offer({i, {}, ref, cand, b2, kInf});
         }
+        ++q.t2.checked;
+        ++q.t2.violations;
+        q.t2.max_margin = kInf;
+        q.k2.offer({i, {}, ref, cand, b2, kInf});
+        if (t3) {
+          ++q.t3.checked;
+          ++q.t3.violations;
+          q.t3.max_margin = kInf;
+          q.k3.offer({i, {}, ref, cand, c.bound3[i], kInf});
+        }
+        continue;
+      }
+      if (std::isnan(ref) || std::isinf(ref) || std::isinf(cand)) continue;  // agreeing specials
+      // Trust counts (TrustResult): a reference element "within its bound of
+      // zero" is one where a zero candidate passes every tier that applies to
+      // it; a clamped ReLU output is zero by construction.
+      if (relu && c.relu_clamped[i]) {
+        ++q.clamped;
       } else {
-        ++r.tier1.excluded;
+        ++q.trust_judged;
+        const bool t1_zero = !(t1 && c.exact_ok[i]) || round_once(c.dst, ref) == 0.0;
+        q.ref_zero += t1_zero && std::fabs(ref) <= b2 && (!t3 || std::fabs(ref) <= c.bound3[i]);
+        q.cand_zero += cand == 0.0;
+      }
+      ++q.finite;
+      const double e = std::fabs(cand - ref);
+      // Tier 1: bitwise against the reference rounded once (+0 == -0: the sign
+      // of an exact zero sum depends on the accumulator's initial value).
+      if (t1) {
+        if (c.exact_ok[i]) {
+          ++q.t1.checked;
+          const double want = round_once(c.dst, ref);
+          if (cand != want) {
+            ++q.t1.violations;
+            q.t1.max_margin = kInf;
+            q.k1.offer({i, {}, ref, cand, 0.0, kInf});
+          }
+        } else {
+          ++q.t1.excluded;
+        }
+      }
+      auto judge = [&](TierResult& t, WorstKeeper& k, double b) {
+        ++t.checked;
+        const double m = b > 0 ? e / b : (e > 0 ? kInf : 0.0);
+        if (m > 1.0) ++t.violations;
+        t.max_margin = std::max(t.max_margin, m);
+        k.offer({i, {}, ref, cand, b, m});
+      };
+      judge(q.t2, q.k2, b2);
+      if (t3) judge(q.t3, q.k3, c.bound3[i]);
+      q.max_abs_error = std::max(q.max_abs_error, e);
+      q.sum_signed += cand - ref;
+      if (!c.scale.empty() && c.scale[i] > 0) {
+        const double sc = e / c.scale[i];
+        q.max_scaled = std::max(q.max_scaled, sc);
+        q.sum_sq += sc * sc;
+        q.sum_signed_scaled += (cand - ref) / c.scale[i];
+        ++q.counted;
       }
     }
-    auto judge = [&](TierResult& t, WorstKeeper& k, double b) {
-      ++t.checked;
-      const double m = b > 0 ? e / b : (e > 0 ? kInf : 0.0);
-      if (m > 1.0) ++t.violations;
-      t.max_margin = std::max(t.max_margin, m);
-      k.offer({i, {}, ref, cand, b, m});
-    };
-    judge(r.tier2, k2, b2);
-    if (t3) judge(r.tier3, k3, c.bound3[i]);
-    r.stats.max_abs_error = std::max(r.stats.max_abs_error, e);
-    sum_signed += cand - ref;
-    if (!c.scale.empty() && c.scale[i] > 0) {
-      const double s = e / c.scale[i];
-      r.stats.max_scaled = std::max(r.stats.max_scaled, s);
-      sum_sq += s * s;
-      sum_signed_scaled += (cand - ref) / c.scale[i];
-      ++counted;
-    }
+  });
+  WorstKeeper k1(opt.worst_count), k2(opt.worst_count), k3(opt.worst_count), ks(opt.worst_count);
+  std::int64_t ref_zero = 0, cand_zero = 0, counted = 0, clamped = 0, trust_judged = 0, finite = 0;
+  double sum_sq = 0, sum_signed_scaled = 0, sum_signed = 0;
+  auto add_tier = [](TierResult& to, const TierResult& from) {
+    to.checked += from.checked;
+    to.excluded += from.excluded;
+    to.violations += from.violations;
+    to.max_margin = std::max(to.max_margin, from.max_margin);
+  };
+  for (const Partial& q : parts) {
+    add_tier(r.tier1, q.t1);
+    add_tier(r.tier2, q.t2);
+    add_tier(r.tier3, q.t3);
+    k1.merge(q.k1);
+    k2.merge(q.k2);
+    k3.merge(q.k3);
+    ks.merge(q.ks);
+    r.specials.nan_mismatch += q.nan_mismatch;
+    r.specials.inf_mismatch += q.inf_mismatch;
+    if (r.specials.first_index < 0) r.specials.first_index = q.first_index;
+    ref_zero += q.ref_zero;
+    cand_zero += q.cand_zero;
+    counted += q.counted;
+    clamped += q.clamped;
+    trust_judged += q.trust_judged;
+    finite += q.finite;
+    sum_sq += q.sum_sq;
+    sum_signed_scaled += q.sum_signed_scaled;
+    sum_signed += q.sum_signed;
+    r.stats.max_abs_error = std::max(r.stats.max_abs_error, q.max_abs_error);
+    r.stats.max_scaled = std::max(r.stats.max_scaled, q.max_scaled);
   }
   r.stats.count = counted;
   if (counted) {
@@ -355,7 +413,8 @@ Report compare_conv(const ConvProblem& p, Role output, const Tensor& reference, 
   c.scale.resize(n);
   if (t1) c.exact_ok.resize(n);
   const double sqrt_d = std::sqrt(static_cast<double>(c.depth));
-  for (std::int64_t i = 0; i < n; ++i) {
+  parallel_chunks(n, [&](std::int64_t lo, std::int64_t hi, std::int64_t) {
+  for (std::int64_t i = lo; i < hi; ++i) {
     const double a = abs_companion.get(i);
     const double y = std::fabs(reference.get(i));
     const double b = has_bias ? std::fabs(bias->get(i % cout)) : 0.0;
@@ -368,6 +427,7 @@ Report compare_conv(const ConvProblem& p, Role output, const Tensor& reference, 
     c.scale[i] = c.u_acc * sqrt_d * a;
     if (t1) c.exact_ok[i] = a <= exact_limit;  // A includes |b|
   }
+  });
   return decide(c, reference, candidate, opt);
 }
 

@@ -225,7 +225,15 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
     FillResult fr;
     fr.fill = f;
     const std::string which = " (fill " + fill_string(f) + " seed " + std::to_string(f.seed) + ")";
+    auto lap = std::chrono::steady_clock::now();
+    auto close_phase = [&] {
+      const auto now = std::chrono::steady_clock::now();
+      if (!fr.phase_seconds.empty()) fr.phase_seconds.back().second = std::chrono::duration<double>(now - lap).count();
+      lap = now;
+    };
     auto enter = [&](const char* what) {
+      close_phase();
+      fr.phase_seconds.emplace_back(what, 0.0);
       if (phase) phase(what + which);
     };
     try {
@@ -252,6 +260,7 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
       enter("oracle");
       fr.roles = judge(p, plan, f, in, refs, got);
       add_verdicts(fr, proven);
+      close_phase();
     } catch (const InputError&) {
       throw;
     } catch (const RunError&) {
@@ -396,8 +405,11 @@ nlohmann::json Result::to_json() const {
   for (const auto& f : fills) {
     nlohmann::json roles = nlohmann::json::object();
     for (const auto& rr : f.roles) roles[rr.role] = oracle::to_json(rr.report);
+    nlohmann::json phases = nlohmann::json::object();
+    for (const auto& [what, s] : f.phase_seconds) phases[what] = phases.value(what, 0.0) + s;
     fj.push_back({{"fill", kgate::to_json(f.fill)}, {"state", oracle::name(f.state)}, {"detail", f.detail},
-                  {"digest", f.digest}, {"worst_margin", f.worst_margin}, {"outputs", roles}});
+                  {"digest", f.digest}, {"worst_margin", f.worst_margin}, {"outputs", roles},
+                  {"phase_seconds", phases}});
   }
   return {{"descriptor", descriptor}, {"op", op},         {"dtype", dtype},   {"state", oracle::name(state)},
           {"reason", reason},         {"plan", plan},     {"fills", fj},      {"worst_margin", worst_margin},

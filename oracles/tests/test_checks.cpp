@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <atomic>
 #include <limits>
+#include <stdexcept>
 
 #include "oracles/bounds.hpp"
 #include "oracles/oracle.hpp"
 #include "oracles/sim/sim.hpp"
 #include "reference/descriptor.hpp"
+#include "reference/parallel.hpp"
 
 namespace kgate::oracle {
 namespace {
@@ -486,6 +489,62 @@ TEST(OracleChecks, GroupNormStatisticsAndParameterGradientsFailWhenPerturbed) {
     t.set(2, t.get(2) * (1 + 1e-3) + 1e-3);
     EXPECT_EQ(compare_groupnorm(p, r, want, t, bi, cplan, f).tier2.state, State::failed) << name(r);
   }
+}
+
+// The element threads (reference/parallel.hpp) change nothing in a report:
+// counts, maxima, sums, worst elements (ties included) and specials are
+// the same for one thread and for many, over a tensor of many chunks.
+TEST(ElementThreads, ReportIsTheSameForAnyThreadCount) {
+  const std::int64_t n = 5 * kElementChunk + 123;
+  ElementwiseCheck c;
+  c.what = "threads";
+  c.dst = DType::fp32;
+  c.dims = {n};
+  c.depth = 4;
+  c.bound2.assign(n, 1.0);
+  c.bound3.assign(n, 0.5);
+  c.scale.assign(n, 1.0);
+  c.exact_ok.assign(n, 0);
+  Tensor ref(DType::fp64, {n}), cand(DType::fp32, {n});
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = std::ldexp(static_cast<double>(i % 977) - 488.0, -3);
+    ref.set(i, v);
+    // Equal margins in several chunks (ties broken by index), violations
+    // of tier 2 in the last chunk, a NaN mismatch in the middle one.
+    const double err = i % 5000 == 7 ? 0.75 : i == n - 3 ? 2.5 : 1e-3 * static_cast<double>(i % 13);
+    cand.set(i, i == 3 * kElementChunk + 1 ? std::numeric_limits<double>::quiet_NaN() : v + err);
+    if (i % 3 == 0) c.exact_ok[i] = 1;
+  }
+  Options opt;
+  opt.worst_count = 5;
+  const int before = element_threads();
+  set_element_threads(1);
+  const nlohmann::json one = to_json(decide(c, ref, cand, opt));
+  set_element_threads(7);
+  const nlohmann::json many = to_json(decide(c, ref, cand, opt));
+  set_element_threads(before);
+  EXPECT_EQ(one.dump(), many.dump());
+  EXPECT_EQ(one.at("tier2").at("violations").get<std::int64_t>(), 2);  // the NaN and the 2.5
+  EXPECT_EQ(one.at("nan_inf").at("first_index").get<std::int64_t>(), 3 * kElementChunk + 1);
+  // The worst ties (0.75 at i % 5000 == 7 after the two violations) come in index order.
+  const auto& worst = one.at("tier2").at("worst");
+  ASSERT_EQ(worst.size(), 5u);
+  EXPECT_EQ(worst[2].at("index").get<std::int64_t>(), 7);
+  EXPECT_EQ(worst[3].at("index").get<std::int64_t>(), 5007);
+}
+
+TEST(ElementThreads, FirstExceptionReachesTheCaller) {
+  const int before = element_threads();
+  set_element_threads(4);
+  std::atomic<std::int64_t> ran{0};
+  EXPECT_THROW(parallel_chunks(8 * kElementChunk,
+                               [&](std::int64_t lo, std::int64_t, std::int64_t chunk) {
+                                 ++ran;
+                                 if (chunk == 2) throw std::runtime_error("chunk " + std::to_string(lo));
+                               }),
+               std::runtime_error);
+  set_element_threads(before);
+  EXPECT_GE(ran.load(), 1);
 }
 
 }  // namespace

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <thread>
 
 #include "reference/descriptor.hpp"
 #include "reference/error.hpp"
 #include "reference/fill.hpp"
+#include "reference/parallel.hpp"
 
 namespace kgate {
 namespace {
@@ -177,6 +179,28 @@ TEST(Fill, ThreadCountDoesNotChangeData) {
   t1.join();
   t2.join();
   for (std::int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.get(i), b.get(i)) << i;
+}
+
+// The fills run on the element threads: every kind gives the same bytes
+// with one thread and with several, over tensors of many chunks.
+TEST(Fill, SameValuesForAnyThreadCount) {
+  const Problem gn = parse_descriptor("groupnorm.bwd bf16 n1 c8 g2 d48 relu");
+  const Problem cv = parse_descriptor("conv3d.fwd bf16 n1 c8 k8 d48 kd3 p1");
+  const int before = element_threads();
+  for (const char* spec : {"signed", "uniform", "positive", "lattice", "lattice:density=0.3", "gn_exact", "gn_sweep"}) {
+    const Problem& p = std::string(spec).rfind("gn_", 0) == 0 ? gn : cv;
+    const bool is_gn = std::holds_alternative<GroupNormProblem>(p);
+    for (Role r : {Role::x, is_gn ? Role::dy : Role::x}) {
+      Tensor one = make(p, r), many = make(p, r);
+      ASSERT_GT(one.numel(), 2 * kElementChunk);
+      set_element_threads(1);
+      fill_tensor(parse_fill(spec, 9), p, r, one);
+      set_element_threads(5);
+      fill_tensor(parse_fill(spec, 9), p, r, many);
+      EXPECT_EQ(0, std::memcmp(one.data(), many.data(), static_cast<std::size_t>(one.nbytes()))) << spec;
+    }
+  }
+  set_element_threads(before);
 }
 
 }  // namespace
