@@ -17,7 +17,7 @@ rc1=$?
 rc2=$?
 set -e
 cat "$out/mpi.txt"
-strip='del(.seconds) | .problems |= map(del(.seconds))'
+strip='del(.seconds) | .problems |= map(del(.seconds) | .fills |= map(del(.phase_seconds)))'
 if [ "$rc1" != "$rc2" ]; then echo "exit codes differ: one process $rc1, MPI $rc2"; exit 1; fi
 if ! diff <(jq -S "$strip" "$out/one.json") <(jq -S "$strip" "$out/mpi.json") >"$out/diff.txt"; then
   echo "reports differ:"; head -40 "$out/diff.txt"; exit 1
