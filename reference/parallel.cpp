@@ -9,31 +9,42 @@
 #include <thread>
 #include <vector>
 
+#include "reference/error.hpp"
+
 namespace kgate {
 
 namespace {
 
-int initial_threads() {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const char* env = std::getenv("KGATE_ELEMENT_THREADS");
-  if (!env || !*env) return cores;
-  try {
-    std::size_t used = 0;
-    const int v = std::stoi(env, &used);
-    if (used == std::string(env).size() && v >= 1 && v <= 1024) return v;
-  } catch (const std::exception&) {
-  }
-  return cores;  // a malformed override is no reason to stop a run: the default
-}
-
+// -1 until the first query reads KGATE_ELEMENT_THREADS (or the cores).
 std::atomic<int>& threads_setting() {
-  static std::atomic<int> t{initial_threads()};
+  static std::atomic<int> t{-1};
   return t;
 }
 
 }  // namespace
 
-int element_threads() { return threads_setting().load(); }
+int element_threads() {
+  int t = threads_setting().load();
+  if (t > 0) return t;
+  const char* env = std::getenv("KGATE_ELEMENT_THREADS");
+  if (!env || !*env) {
+    t = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  } else {
+    const std::string v(env);
+    std::size_t used = 0;
+    long n = 0;
+    try {
+      n = std::stol(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != v.size() || n < 1 || n > 1024)
+      throw InputError("KGATE_ELEMENT_THREADS", "must be an integer in [1, 1024], got '" + v + "'");
+    t = static_cast<int>(n);
+  }
+  threads_setting().store(t);
+  return t;
+}
 
 void set_element_threads(int threads) { threads_setting().store(std::clamp(threads, 1, 1024)); }
 

@@ -18,7 +18,8 @@ namespace kgate {
 inline constexpr std::int64_t kElementChunk = std::int64_t{1} << 16;
 
 // Threads an element loop may use (>= 1): the machine's cores unless
-// KGATE_ELEMENT_THREADS says otherwise. Concurrent problems (--jobs) share
+// KGATE_ELEMENT_THREADS says otherwise (an integer in [1, 1024]; anything
+// else is an InputError naming the variable). Concurrent problems (--jobs) share
 // the cores through the scheduler: the loops are bound by memory bandwidth,
 // and a loop with fewer chunks than threads starts one thread per chunk.
 int element_threads();

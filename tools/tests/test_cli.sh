@@ -136,6 +136,7 @@ python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["settings"]; assert 
 # A bad emulator setting is one message naming the variable, exit 2 (the
 # runtime's validation, kernels/runtime; kgate maps its error).
 expect 2 "kgate: error: environment: .*KGATE_HOST_THREADS='abc' is not valid" -- env KGATE_HOST_THREADS=abc "$kgate" check "$G"
+expect 2 "KGATE_ELEMENT_THREADS: must be an integer in \[1, 1024\], got '0'" -- env KGATE_ELEMENT_THREADS=0 "$kgate" check "$G"
 # Memory: a problem that does not fit is refused before it runs, with the
 # numbers; a real allocation failure is an error of the run, never "failed".
 expect 2 "memory: the run needs about [0-9]+ MiB \(largest problem 'groupnorm.fwd bf16 n1 c64 g8 d128 relu': [0-9]+ MiB\) but 0 MiB is allowed \(--memory-limit\)" -- \
