@@ -63,13 +63,6 @@ std::vector<double> chunked_sums(std::int64_t n, std::size_t width, const F& fn)
   return total;
 }
 
-template <class F>
-void each_element(std::int64_t n, const F& fn) {
-  parallel_chunks(n, [&](std::int64_t lo, std::int64_t hi, std::int64_t) {
-    for (std::int64_t i = lo; i < hi; ++i) fn(i);
-  });
-}
-
 // Backward with the fused ReLU: dy is masked by [y_fwd > 0], y_fwd recomputed
 // from x and the fed mean, rstd, gamma, beta (reference/groupnorm). A kernel
 // recomputes y_fwd in its own arithmetic, so where |y_fwd| is within the
@@ -86,7 +79,7 @@ ReluMask relu_mask(const GroupNormProblem& p, const GroupNormInputs& in, double 
   m.ambiguous.assign(n, 0);
   if (!p.relu) return m;
   const double g8 = gamma(8, u);
-  each_element(n, [&](std::int64_t i) {
+  for_each_element(n, [&](std::int64_t i) {
     const std::int64_t ch = i % C, ng = (i / (S * C)) * G + ch / Cg;
     const double mu = in.mean->get(ng), r = in.rstd->get(ng), x = in.x->get(i);
     const double g = get_or(in.gamma, ch, 1.0), b = get_or(in.beta, ch, 0.0);
@@ -163,9 +156,9 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
       // trust check judges the zero share of the others.
       const ReluMask mask = relu_mask(p, in, u);
       c.relu_clamped.assign(n, 0);
-      each_element(n, [&](std::int64_t i) { c.relu_clamped[i] = !mask.on[i] && !mask.ambiguous[i]; });
+      for_each_element(n, [&](std::int64_t i) { c.relu_clamped[i] = !mask.on[i] && !mask.ambiguous[i]; });
     }
-    each_element(n, [&](std::int64_t i) {
+    for_each_element(n, [&](std::int64_t i) {
       const std::int64_t ch = i % C, b = i / (S * C), ng = b * G + ch / Cg;
       const double r = in.rstd->get(ng), mu = in.mean->get(ng);
       const double x = in.x->get(i);
@@ -229,7 +222,7 @@ Report compare_groupnorm(const GroupNormProblem& p, Role output, const Tensor& r
       dc3[ng] = dc2[ng] * std::fabs(mu) + ds2 * r / Md +
                 g6 * (std::fabs(c2[ng] * mu) + std::fabs(sum2[ng]) * r / Md);
     }
-    each_element(n, [&](std::int64_t i) {
+    for_each_element(n, [&](std::int64_t i) {
       const std::int64_t ch = i % C, b = i / (S * C), ng = b * G + ch / Cg;
       const double r = in.rstd->get(ng), x = std::fabs(in.x->get(i));
       const double gd = std::fabs(get_or(in.gamma, ch, 1.0) * in.dy->get(i));

@@ -413,8 +413,7 @@ Report compare_conv(const ConvProblem& p, Role output, const Tensor& reference, 
   c.scale.resize(n);
   if (t1) c.exact_ok.resize(n);
   const double sqrt_d = std::sqrt(static_cast<double>(c.depth));
-  parallel_chunks(n, [&](std::int64_t lo, std::int64_t hi, std::int64_t) {
-  for (std::int64_t i = lo; i < hi; ++i) {
+  for_each_element(n, [&](std::int64_t i) {
     const double a = abs_companion.get(i);
     const double y = std::fabs(reference.get(i));
     const double b = has_bias ? std::fabs(bias->get(i % cout)) : 0.0;
@@ -426,7 +425,6 @@ Report compare_conv(const ConvProblem& p, Role output, const Tensor& reference, 
     if (t3) c.bound3[i] = std::min(c.bound2[i], rel3 * a * (1.0 + c.u_out) + common);
     c.scale[i] = c.u_acc * sqrt_d * a;
     if (t1) c.exact_ok[i] = a <= exact_limit;  // A includes |b|
-  }
   });
   return decide(c, reference, candidate, opt);
 }

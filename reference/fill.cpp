@@ -239,13 +239,8 @@ void fill_tensor(const Fill& f, const Problem& p, Role role, Tensor& t) {
   const std::uint64_t seed = f.seed;
   // Every element is a function of (seed, role, index) alone: the loops run
   // on the element threads (reference/parallel.hpp) with the same values.
-  auto each = [](std::int64_t n, const auto& fn) {
-    parallel_chunks(n, [&](std::int64_t lo, std::int64_t hi, std::int64_t) {
-      for (std::int64_t i = lo; i < hi; ++i) fn(i);
-    });
-  };
   auto uniform = [&](float lo, float hi) {
-    each(numel, [&](std::int64_t i) { t.set(i, lo + (hi - lo) * unit24(counter_hash(seed, role, i))); });
+    for_each_element(numel, [&](std::int64_t i) { t.set(i, lo + (hi - lo) * unit24(counter_hash(seed, role, i))); });
   };
   switch (f.kind) {
     case FillKind::uniform: return uniform(static_cast<float>(f.lo), static_cast<float>(f.hi));
@@ -254,7 +249,7 @@ void fill_tensor(const Fill& f, const Problem& p, Role role, Tensor& t) {
     case FillKind::lattice: {
       const std::int64_t r = lattice_max(role);
       const bool sparse = role == sparse_role(p) && std::holds_alternative<ConvProblem>(p);
-      each(numel, [&](std::int64_t i) {
+      for_each_element(numel, [&](std::int64_t i) {
         const std::uint64_t h = counter_hash(seed, role, i);
         if (sparse) {
           const bool on = static_cast<double>(h & 0xffffff) * 0x1p-24 < f.density;
@@ -271,7 +266,7 @@ void fill_tensor(const Fill& f, const Problem& p, Role role, Tensor& t) {
       const auto* gn = std::get_if<GroupNormProblem>(&p);
       if (!gn || role != Role::x) {
         // Secondary roles: small integers (gamma nonzero so every channel matters).
-        each(numel, [&](std::int64_t i) {
+        for_each_element(numel, [&](std::int64_t i) {
           const std::uint64_t h = counter_hash(seed, role, i);
           double v = static_cast<double>(int_in(h, 2));
           if (role == Role::gamma && v == 0) v = 1;
@@ -281,7 +276,7 @@ void fill_tensor(const Fill& f, const Problem& p, Role role, Tensor& t) {
       }
       if (f.kind == FillKind::gn_sweep) {
         const float mean = static_cast<float>(f.mean), sigma = static_cast<float>(f.sigma);
-        each(numel, [&](std::int64_t i) { t.set(i, mean + sigma * (2.0f * unit24(counter_hash(seed, role, i)) - 1.0f)); });
+        for_each_element(numel, [&](std::int64_t i) { t.set(i, mean + sigma * (2.0f * unit24(counter_hash(seed, role, i)) - 1.0f)); });
         return;
       }
       // gn_exact: q is a power of two at least the dtype's spacing anywhere
@@ -292,7 +287,7 @@ void fill_tensor(const Fill& f, const Problem& p, Role role, Tensor& t) {
       const std::int64_t C = gn->c, G = gn->groups, Cg = C / G;
       const std::int64_t S = gn->spatial[0] * gn->spatial[1] * gn->spatial[2];
       const std::int64_t M = gn->group_size();
-      each(numel, [&](std::int64_t i) {
+      for_each_element(numel, [&](std::int64_t i) {
         const std::int64_t c = i % C;
         const std::int64_t s = (i / C) % S;
         const std::int64_t n = i / (C * S);

@@ -28,4 +28,13 @@ void set_element_threads(int threads);
 std::int64_t chunk_count(std::int64_t n);
 void parallel_chunks(std::int64_t n, const std::function<void(std::int64_t lo, std::int64_t hi, std::int64_t chunk)>& body);
 
+// fn(i) for every i in [0, n), over the chunks above: for loops whose
+// elements are independent (each writes only its own results).
+template <class F>
+void for_each_element(std::int64_t n, const F& fn) {
+  parallel_chunks(n, [&](std::int64_t lo, std::int64_t hi, std::int64_t) {
+    for (std::int64_t i = lo; i < hi; ++i) fn(i);
+  });
+}
+
 }  // namespace kgate

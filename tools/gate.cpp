@@ -226,14 +226,15 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
     fr.fill = f;
     const std::string which = " (fill " + fill_string(f) + " seed " + std::to_string(f.seed) + ")";
     auto lap = std::chrono::steady_clock::now();
+    std::string current;  // the phase running since `lap`
     auto close_phase = [&] {
       const auto now = std::chrono::steady_clock::now();
-      if (!fr.phase_seconds.empty()) fr.phase_seconds.back().second = std::chrono::duration<double>(now - lap).count();
+      if (!current.empty()) fr.phase_seconds[current] += std::chrono::duration<double>(now - lap).count();
       lap = now;
     };
     auto enter = [&](const char* what) {
       close_phase();
-      fr.phase_seconds.emplace_back(what, 0.0);
+      current = what;
       if (phase) phase(what + which);
     };
     try {
@@ -260,7 +261,6 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
       enter("oracle");
       fr.roles = judge(p, plan, f, in, refs, got);
       add_verdicts(fr, proven);
-      close_phase();
     } catch (const InputError&) {
       throw;
     } catch (const RunError&) {
@@ -279,6 +279,7 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
       fr.state = State::failed;
       fr.detail = std::string("kernel run failed: ") + e.what();
     }
+    close_phase();  // the last phase, also of a fill the kernel failed
     r.state = worse(r.state, fr.state);
     r.worst_margin = std::max(r.worst_margin, fr.worst_margin);
     r.fills.push_back(std::move(fr));
@@ -405,11 +406,9 @@ nlohmann::json Result::to_json() const {
   for (const auto& f : fills) {
     nlohmann::json roles = nlohmann::json::object();
     for (const auto& rr : f.roles) roles[rr.role] = oracle::to_json(rr.report);
-    nlohmann::json phases = nlohmann::json::object();
-    for (const auto& [what, s] : f.phase_seconds) phases[what] = phases.value(what, 0.0) + s;
     fj.push_back({{"fill", kgate::to_json(f.fill)}, {"state", oracle::name(f.state)}, {"detail", f.detail},
                   {"digest", f.digest}, {"worst_margin", f.worst_margin}, {"outputs", roles},
-                  {"phase_seconds", phases}});
+                  {"phase_seconds", f.phase_seconds}});
   }
   return {{"descriptor", descriptor}, {"op", op},         {"dtype", dtype},   {"state", oracle::name(state)},
           {"reason", reason},         {"plan", plan},     {"fills", fj},      {"worst_margin", worst_margin},

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,10 +57,9 @@ struct FillResult {
   std::vector<RoleResult> roles;  // one per output role
   std::string digest;             // of the kernel's first output
   double worst_margin = 0;        // largest tier-2 margin over the roles
-  // Wall seconds of each phase of this fill ("inputs", "reference",
-  // "kernel", "rerun", "oracle"), in the order they ran: where a run's time
-  // goes, per problem and fill.
-  std::vector<std::pair<std::string, double>> phase_seconds;
+  // Wall seconds of each phase of this fill that ran ("inputs",
+  // "reference", "kernel", "rerun", "oracle"): where a run's time goes.
+  std::map<std::string, double> phase_seconds;
 };
 
 struct Result {

@@ -109,7 +109,7 @@ Result result_from_json(const json& j) {
     fr.worst_margin = num(f.at("worst_margin"));
     if (f.contains("phase_seconds"))
       for (auto it = f.at("phase_seconds").begin(); it != f.at("phase_seconds").end(); ++it)
-        fr.phase_seconds.emplace_back(it.key(), num(it.value()));
+        fr.phase_seconds[it.key()] = num(it.value());
     const json& outs = f.at("outputs");
     for (const std::string& role : order)
       if (outs.contains(role)) fr.roles.push_back({role, report_from_json(outs.at(role))});
