@@ -3,5 +3,6 @@
 // unit. Linked by kgate_cuda (tools/).
 #include "kernels/api.cpp"
 #include "kernels/conv3d/conv3d.cpp"
+#include "kernels/conv3d/conv_plan.cpp"
 #include "kernels/conv3d/conv_boundary.cpp"
 #include "kernels/groupnorm/groupnorm.cpp"

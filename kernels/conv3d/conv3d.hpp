@@ -18,27 +18,16 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
                                 const RunOptions& opt);
 
 // The kernels' geometry of p (for tests that launch conv_kernels.hpp's
-// kernels themselves) and the split count of backward-weight's K (1 for
-// the other directions): functions of the problem alone.
+// kernels themselves).
 cv::Geom conv_device_geom(const ConvProblem& p);
-std::int64_t conv_wgrad_splits(const ConvProblem& p);
 
-// Test only (the split-K sweep): while one is alive, this thread's conv
-// plans split every reduction they can split into `splits` slices where the
-// problem has that many rows (backward-weight's dw and db) or taps
-// (conv_mma's split of K; the W-halo step has none), whole slices each, and
-// into none at 1; the launches follow the plan as always. The plan's
+// Test only (the split-K sweep): the plan of p that splits every reduction
+// it can split into `splits` slices where the problem has that many rows
+// (backward-weight's dw and db) or taps (conv_mma's split of K; the W-halo
+// step has none), whole slices each, and into none at 1 (conv_plan.hpp's
+// conv_plan_split). conv_run executes it as it executes its own plans; its
 // `splits` parameters say the count it took.
-class ForcedSplits {
- public:
-  explicit ForcedSplits(std::int64_t splits);
-  ~ForcedSplits();
-  ForcedSplits(const ForcedSplits&) = delete;
-  ForcedSplits& operator=(const ForcedSplits&) = delete;
-
- private:
-  std::int64_t prev_;
-};
+Plan conv_split_plan(const ConvProblem& p, std::int64_t splits);
 
 // The gate's boundary problems and unreachable branches (conv_boundary.cpp;
 // kernels::boundary_problems, unreachable_branches).

@@ -144,6 +144,10 @@ struct GemmArgs {
   std::int32_t tap_split = 0, splits = 1;
   float* ws = nullptr;
   std::int64_t ws_numel = 0;
+  // conv_mma's W-halo block step (halo_taps), taken with `wide` and no
+  // split only: its W taps and segment length (halo_seg); 0: tap-major
+  // steps.
+  std::int32_t halo_taps = 0, halo_seg = 0;
 };
 
 struct WgradArgs {
@@ -158,9 +162,10 @@ struct WgradArgs {
   // alone (csg a multiple of 8, the tensor 16-byte aligned), where the large
   // one's channels are too few for them (the 3-channel first layer).
   bool wide_small = false;
-  // conv_wgrad_mma's W-halo tile (wgrad_halo_seg; the plan's grid and
-  // slices are the halo tile's): set with `wide` only.
-  bool halo = false;
+  // conv_wgrad_mma's W-halo tile: its segment length (wgrad_halo_seg;
+  // the plan's grid and slices are then the halo tile's), set with `wide`
+  // only; 0: the tap-major tiles.
+  std::int32_t halo_seg = 0;
   // The portable kernel: a work-item's kTN large channels in one load
   // (clg a multiple of kTN, the large tensor aligned to kTN elements).
   bool quad_large = false;
@@ -492,12 +497,6 @@ KGATE_UNROLL
 inline constexpr int kMmaBM = 128, kMmaBN = 64;  // block tile: GEMM rows x output channels
 inline constexpr int kMmaBK = 32;                // channels of one tap staged per block step
 inline constexpr int kMmaVec = 8;                // elements per 16-byte load
-// The most workgroups (tiles x splits) the plan's split gives
-// conv_wgrad_mma: about eight waves of two workgroups per multiprocessor on
-// 132 SMs (H100, H200), four and a half on MI300A's 228 CUs. Without it the
-// split rule gives the large layers the workspace's whole 256 MiB of
-// partials, written once and read again by the tree.
-inline constexpr std::int64_t kMmaWgradBlocks = 2048;
 // Workgroups of conv_wgrad_mma per multiprocessor the CUDA compiler must fit
 // in registers (it waits on global and LDS latency that only more resident
 // warps hide).
@@ -1034,7 +1033,7 @@ KGATE_UNROLL
   // One main loop, then the one epilogue (store_out, inlined once).
   bool staged = false;  // the main loop ran through asynchronous copies
   if constexpr (kStages > 2) {
-    if (const int kwt = halo_taps(g, kScatter); a.wide && a.tap_split == 0 && kwt > 0) {
+    if (const int kwt = a.halo_taps; kwt > 0) {
       // The W-halo block step (halo_taps), kStages stages of kHaloStage:
       // staged rows [segment][seg + (KW-1)*dil] of kHaloBK channels, then
       // KW B tiles. A work-item copies pack hc of staged rows t/kHP +
@@ -1054,7 +1053,7 @@ KGATE_UNROLL
       const std::int32_t w_lo = kScatter ? g.pad[2] - (kwt - 1) * g.dil[2] : -g.pad[2];
       auto ha_at = [](int st) { return st * kHaloStage; };
       auto hb_at = [](int st) { return st * kHaloStage + kHaloStageA; };
-      const std::int32_t seg = halo_seg(ext[2]), hw = seg + (kwt - 1) * g.dil[2], rows = (kMmaBM / seg) * hw;
+      const std::int32_t seg = a.halo_seg, hw = seg + (kwt - 1) * g.dil[2], rows = (kMmaBM / seg) * hw;
       const int hc = t % kHP;
       std::int64_t hbase[kHPass];
       std::int32_t hr[kHPass][2];
@@ -1286,7 +1285,7 @@ KGATE_DEVICE void wgrad_halo_tile(const WgradArgs& a, const rt::lds_array<std::u
   constexpr int kCP = kWgradHaloCB / kMmaVec;  // packs per staged row (A) and per B row
   static_assert(kCP == kMmaBN / kMmaVec && TT::kThreads / kCP == kMmaBK);  // a slot per row of K, one B pack each
   const Geom& g = a.g;
-  const std::int32_t seg = wgrad_halo_seg(g), hw = seg + (g.K[2] - 1) * g.dil[2];  // hw <= 2*seg (kWgradHaloRows)
+  const std::int32_t seg = a.halo_seg, hw = seg + (g.K[2] - 1) * g.dil[2];  // hw <= 2*seg (kWgradHaloRows)
   const std::int64_t cblocks = g.clg / kWgradHaloCB;
   const std::int64_t pair = rt::block_idx().x / cblocks, ci0 = (rt::block_idx().x % cblocks) * kWgradHaloCB;
   const std::int32_t kd = static_cast<std::int32_t>(pair / g.K[1]), kh = static_cast<std::int32_t>(pair % g.K[1]);
@@ -1423,7 +1422,7 @@ KGATE_KERNEL_OCCUPANCY(conv_wgrad_mma, (MmaTile<Atom, kWgradWide>::kThreads), kM
   KGATE_LDS(sA, std::uint16_t, kStages * TT::kASize);
   KGATE_LDS(sB, std::uint16_t, kStages * TT::kBSize);
   if constexpr (kStages > 2 && kAV == kMmaVec) {
-    if (a.halo) {
+    if (a.halo_seg > 0) {
       wgrad_halo_tile<Atom, Tin>(a, sA, sB, t);
       return;
     }
@@ -1734,7 +1733,6 @@ KGATE_UNROLL
 // slice, not a workgroup mostly idle), with the loads of kColsumRows rows
 // issued before their sums.
 inline constexpr int kColsumRows = 8;
-inline std::int64_t colsum_workgroups(std::int64_t cols, std::int64_t splits) { return ceil_div(cols * splits, kThreads); }
 
 template <class Tin>
 KGATE_KERNEL_BOUNDS(conv_colsum, kThreads, ColsumArgs a) {
@@ -1761,22 +1759,7 @@ KGATE_UNROLL
 // s = 0, 2w, 4w, ... (w = 1, 2, 4, ...), then element e of partial 0 is the
 // result, rounded once to Tout. A workgroup covers `runs` consecutive runs
 // of kThreads elements (a work-item one element of each run, so every access
-// stays coalesced). One run per workgroup while that leaves fewer than
-// kTreeWideGroups workgroups: the trees of few elements over many splits
-// need every work-item the device has. Beyond it up to kTreeMaxRuns: outputs
-// of 10^8 elements in fewer, fuller workgroups (what the host emulator pays
-// for per workgroup is then spread over more elements).
-
-inline constexpr int kTreeMaxRuns = 16;
-inline constexpr std::int64_t kTreeWideGroups = 4096;
-
-inline int tree_runs(std::int64_t numel) {
-  const std::int64_t r = numel / (std::int64_t{kThreads} * kTreeWideGroups);
-  return static_cast<int>(r < 1 ? 1 : r > kTreeMaxRuns ? kTreeMaxRuns : r);
-}
-inline std::int64_t tree_workgroups(std::int64_t numel) {
-  return ceil_div(numel, std::int64_t{kThreads} * tree_runs(numel));
-}
+// stays coalesced; the plan chooses the runs: kernels/conv3d/conv_plan.hpp).
 
 // The combined sum of element e (at p[0]), the bias added, rounded once.
 template <class Tout, class Tb>
@@ -1805,13 +1788,8 @@ KGATE_KERNEL_BOUNDS(conv_tree, kThreads, TreeArgs a) {
 // = the element): at level w its work-items add the pairs (s, s + w) side
 // by side, a barrier between levels, every pair's sum l + r as conv_tree
 // forms it (the same bits). For few elements over many splits
-// (tree_by_split), where conv_tree's one work-item per element would add
-// its splits - 1 pairs one after another.
-inline constexpr std::int64_t kTreeSplitMinSplits = 64, kTreeSplitMaxNumel = 8192;
-
-inline bool tree_by_split(std::int64_t numel, std::int64_t splits) {
-  return splits >= kTreeSplitMinSplits && numel <= kTreeSplitMaxNumel;
-}
+// (the plan's choice), where conv_tree's one work-item per element would
+// add its splits - 1 pairs one after another.
 
 template <class Tout, class Tb = Tout>
 KGATE_KERNEL_BOUNDS(conv_tree_split, kThreads, TreeArgs a) {

@@ -15,6 +15,7 @@
 #include "kernels/api.hpp"
 #include "kernels/conv3d/conv3d.hpp"
 #include "kernels/conv3d/conv_kernels.hpp"
+#include "kernels/conv3d/conv_plan.hpp"
 #include "kernels/driver.hpp"
 #include "kernels/runtime/runtime.hpp"
 #include "oracles/oracle.hpp"
@@ -98,17 +99,20 @@ TEST(ConvKernel, PlansAreValuesWithTheirStructure) {
 // workgroups remain; the grid covers every element once.
 TEST(ConvKernel, TreeRunsKeepTheDeviceFull) {
   namespace cv = kernels::cv;
-  EXPECT_EQ(cv::tree_runs(64 * 27 * 3), 1);
-  EXPECT_EQ(cv::tree_runs(std::int64_t{cv::kThreads} * cv::kTreeWideGroups * 2 - 1), 1);
-  EXPECT_EQ(cv::tree_runs(std::int64_t{cv::kThreads} * cv::kTreeWideGroups * 2), 2);
-  EXPECT_EQ(cv::tree_runs(std::int64_t{2048} * 27 * 2048), cv::kTreeMaxRuns);
+  namespace pol = kernels::conv_policy;
+  const auto runs = [](std::int64_t n) { return kernels::conv_tree_for(n, 2).runs; };
+  EXPECT_EQ(runs(64 * 27 * 3), 1);
+  EXPECT_EQ(runs(std::int64_t{cv::kThreads} * pol::kTreeWideGroups * 2 - 1), 1);
+  EXPECT_EQ(runs(std::int64_t{cv::kThreads} * pol::kTreeWideGroups * 2), 2);
+  EXPECT_EQ(runs(std::int64_t{2048} * 27 * 2048), pol::kTreeMaxRuns);
   for (std::int64_t n : {std::int64_t{1}, std::int64_t{5184}, std::int64_t{1} << 20, std::int64_t{3} << 21,
                          std::int64_t{2048} * 27 * 2048, std::int64_t{5} << 31}) {
-    const std::int64_t per = std::int64_t{cv::kThreads} * cv::tree_runs(n), groups = cv::tree_workgroups(n);
+    const kernels::ConvTree t = kernels::conv_tree_for(n, 2);
+    const std::int64_t per = std::int64_t{cv::kThreads} * t.runs, groups = t.workgroups;
     EXPECT_GE(groups * per, n) << n;
     EXPECT_LT((groups - 1) * per, n) << n;
-    if (cv::tree_runs(n) > 1) {
-      EXPECT_GE(groups, cv::kTreeWideGroups) << n;
+    if (t.runs > 1) {
+      EXPECT_GE(groups, pol::kTreeWideGroups) << n;
     }
   }
 }
@@ -149,15 +153,105 @@ TEST(ConvKernel, SplitTreeMatchesTheTreeBitForBit) {
   EXPECT_EQ(many.steps.back().kernel, "conv_tree_split");
   const kernels::Plan few = kernels::plan(Problem(conv("conv3d.bwd_weight bf16 n1 c64 k64 d16 kd3 p1")));
   EXPECT_EQ(few.steps.at(1).kernel, "conv_tree");
-  EXPECT_FALSE(cv::tree_by_split(cv::kTreeSplitMaxNumel + 1, 1024));
-  EXPECT_FALSE(cv::tree_by_split(1, cv::kTreeSplitMinSplits - 1));
+  namespace pol = kernels::conv_policy;
+  EXPECT_FALSE(kernels::conv_tree_for(pol::kTreeSplitMaxNumel + 1, 1024).by_split);
+  EXPECT_FALSE(kernels::conv_tree_for(1, pol::kTreeSplitMinSplits - 1).by_split);
+  EXPECT_TRUE(kernels::conv_tree_for(pol::kTreeSplitMaxNumel, pol::kTreeSplitMinSplits).by_split);
 }
 
-TEST(ConvKernel, RefusesAForeignPlan) {
+// A plan is executed as handed (kernels/conv3d/conv_plan.hpp): its choices
+// are read from it and checked, the rest derived again. A plan of another
+// problem whose grid does not fit this one, a changed derived field, a
+// choice out of range or a parameter the plan does not have is refused
+// with the field named, before any kernel runs.
+TEST(ConvKernel, RefusesAForeignOrAlteredPlan) {
   const Problem p = parse_descriptor("conv3d.fwd bf16 n1 c4 k4 d4 kd3 p1");
-  const Problem q = parse_descriptor("conv3d.fwd bf16 n1 c4 k8 d4 kd3 p1");
+  const Problem q = parse_descriptor("conv3d.fwd bf16 n1 c4 k4 d8 kd3 p1");
   const auto in = ref::make_inputs(p, parse_fill("signed", 1));
-  EXPECT_THROW(kernels::run(p, kernels::plan(q), kernels::pointers(in)), std::invalid_argument);
+  const auto refused = [&](const Problem& prob, const kernels::Plan& pl, const char* field) {
+    const auto ins = ref::make_inputs(prob, parse_fill("signed", 1));
+    try {
+      kernels::run(prob, pl, kernels::pointers(ins));
+      ADD_FAILURE() << "not refused: " << field;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  refused(p, kernels::plan(q), "steps[0]");
+  kernels::Plan pl = kernels::plan(p);
+  pl.steps[0].grid[1] += 1;
+  refused(p, pl, "steps[0]");
+  pl = kernels::plan(p);
+  pl.params["bn"] = 3;
+  refused(p, pl, "bn");
+  pl = kernels::plan(p);
+  pl.params["extra"] = 1;
+  refused(p, pl, "params.extra");
+  pl = kernels::plan(p);
+  pl.params.erase("bn");
+  refused(p, pl, "params.bn");
+  pl = kernels::plan(p);
+  pl.op = "conv3d.bwd_data";
+  refused(p, pl, "op");
+  // Backward-weight: its slice is a choice; a slice past the rows is not.
+  const Problem w = parse_descriptor("conv3d.bwd_weight fp32 n2 c4 k6 d5 kd3 p1 bias");
+  pl = kernels::plan(w);
+  pl.params["slice"] = 1000;
+  refused(w, pl, "slice");
+  pl = kernels::plan(w);
+  pl.params["slice"] = 7;  // 36 slices of 7 rows cover the 250, fewer do not
+  refused(w, pl, "splits");
+  pl = kernels::plan(w);
+  pl.reduction.at("dw").splits += 1;
+  refused(w, pl, "reduction");
+  pl = kernels::plan(w);
+  pl.workspace_bytes -= 4;
+  refused(w, pl, "workspace_bytes");
+  // Matrix cores: a tap split of every tap leaves one split (refused), and
+  // a W-halo step the geometry has none of.
+  const Problem m = parse_descriptor("conv3d.fwd bf16 n1 c32 k32 d6 kd3 p1 bias");
+  pl = kernels::plan(m);
+  pl.params["tap_split"] = 27;
+  refused(m, pl, "tap_split");
+}
+
+// A valid plan other than the one kgate chooses (another portable work
+// shape, another backward-weight slice, a split of K the policy would not
+// take) runs as handed: the launches are its steps and the bits are those
+// of kgate's own plan on the exact fill.
+TEST(ConvKernel, RunsTheHandedPlan) {
+  struct Case {
+    const char* d;
+    std::vector<std::pair<const char*, std::int64_t>> set;
+  };
+  for (const Case& c : {Case{"conv3d.fwd fp32 n1 c4 k8 d4 kd3 p1 bias", {{"bn", 1}}},
+                        Case{"conv3d.bwd_weight fp32 n2 c4 k6 d5 kd3 p1 bias", {{"splits", 36}, {"slice", 7}}},
+                        Case{"conv3d.bwd_weight fp32 n2 c4 k6 d5 kd3 p1 bias", {{"db_splits", 90}, {"db_slice", 3}}},
+                        Case{"conv3d.fwd bf16 n1 c32 k32 d6 kd3 p1 bias", {{"tap_split", 9}}},
+                        Case{"conv_transpose3d.fwd bf16 n1 c32 k32 d6 kd3 p1 bias", {{"tap_split", 5}}}}) {
+    const std::string key = c.set.back().first;
+    SCOPED_TRACE(std::string(c.d) + " " + key);
+    const Problem p(conv(c.d));
+    const kernels::Plan own = kernels::plan(p);
+    kernels::Plan alt = own;
+    for (const auto& [k, v] : c.set) {
+      ASSERT_NE(own.params.count(k) ? own.params.at(k) : -1, v) << k;
+      alt.params[k] = v;
+    }
+    const ConvProblem& cp = std::get<ConvProblem>(p);
+    EXPECT_THROW(kernels::conv_plan_from(cp, alt), std::invalid_argument);  // its derived fields are stale
+    alt = kernels::complete_conv_plan(cp, alt);
+    EXPECT_NO_THROW(kernels::conv_plan_from(cp, alt));
+    for (const auto& [k, v] : c.set) EXPECT_EQ(alt.params.at(k), v) << k;
+    const Fill f = lattice_fill(p, 3);
+    const auto in = ref::make_inputs(p, f);
+    const auto a = kernels::run(p, own, kernels::pointers(in));
+    rt::LaunchTrace trace;
+    const auto b = kernels::run(p, alt, kernels::pointers(in));
+    EXPECT_EQ(trace.records().size(), alt.steps.size());
+    for (const auto& [role, t] : a)
+      for (std::int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(t.get(i), b.at(role).get(i)) << name(role) << " " << i;
+  }
 }
 
 // A run's launches are its plan's steps (every run checks it); a plan whose
@@ -483,8 +577,8 @@ TEST(ConvKernel, WorkspaceLimitsTheSplitCount) {
     rt::host::ScopedConfig cfg(rt::host::config_for(tg, rt::host::config()));
     const kernels::Plan big = kernels::plan(parse_descriptor("conv3d.bwd_weight bf16 n1 c64 k64 d128 kd3 p1"));
     const auto& gr = big.steps.front().grid;
-    EXPECT_LE(std::int64_t{gr[0]} * gr[1] * gr[2], kernels::cv::kMmaWgradBlocks);
-    EXPECT_GT(gr[0] * gr[2] * 2, static_cast<std::uint32_t>(kernels::cv::kMmaWgradBlocks)) << "the cap, not the workspace, binds";
+    EXPECT_LE(std::int64_t{gr[0]} * gr[1] * gr[2], kernels::conv_policy::kMmaWgradBlocks);
+    EXPECT_GT(gr[0] * gr[2] * 2, static_cast<std::uint32_t>(kernels::conv_policy::kMmaWgradBlocks)) << "the cap, not the workspace, binds";
     EXPECT_EQ(kernels::plan(parse_descriptor("conv3d.bwd_weight bf16 n1 c32 k16 d32 kd1")).params.at("splits"), 32);
     EXPECT_EQ(kernels::plan(parse_descriptor("conv3d.bwd_weight bf16 n1 c32 k16 d32 kd1")).steps.front().kernel, "conv_wgrad_mma");
   }
@@ -515,7 +609,7 @@ TEST(ConvKernel, HeadBackwardWeightFillsItsWorkgroups) {
 }
 
 // The split-K sweep: every split count the plan may take, forced
-// (kernels::ForcedSplits), on exact fills, gives the unsplit run's bits, and
+// (kernels::conv_split_plan, run as any plan is), on exact fills, gives the unsplit run's bits, and
 // the unsplit run gives the exact result rounded once. Backward-weight on
 // the portable kernel and on matrix cores, with a bias (dw's and db's
 // splits), and conv_mma's split of K by taps in the contract and scatter
@@ -542,8 +636,7 @@ TEST(ConvKernel, SplitSweepGivesTheUnsplitBits) {
       const auto in = ref::make_inputs(p, f);
       const auto want = ref::run_reference(p, ref::refs(in), ref::Impl::fast);
       const auto run_with = [&](std::int64_t n, std::int64_t& took) {
-        kernels::ForcedSplits force(n);
-        const kernels::Plan pl = kernels::plan(p);
+        const kernels::Plan pl = kernels::conv_split_plan(std::get<ConvProblem>(p), n);
         const auto it = pl.params.find("splits");
         took = it == pl.params.end() ? 1 : it->second;
         return kernels::run(p, pl, kernels::pointers(in));
