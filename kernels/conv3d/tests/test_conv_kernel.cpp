@@ -714,5 +714,39 @@ TEST(ConvKernel, TapSplitRule) {
   }
 }
 
+// A plan's load and store widths are functions of the channel counts; a
+// launch on a tensor not aligned as those accesses need is refused, naming
+// the tensor, before any kernel runs (never taken down another path).
+TEST(ConvKernel, LaunchRefusesATensorTheWidthsCannotRead) {
+  const Problem p = parse_descriptor("conv3d.fwd bf16 n1 c32 k32 d6 kd3 p1");
+  const kernels::Plan pl = kernels::plan(p);
+  ASSERT_EQ(pl.params.at("wide"), 1);
+  const ConvProblem& cp = std::get<ConvProblem>(p);
+  const std::int64_t xn = 6 * 6 * 6 * 32, wn = 32 * 27 * 32;
+  rt::DeviceBuffer<kgate::bf16> x(static_cast<std::size_t>(xn + 8)), w(static_cast<std::size_t>(wn)), y(static_cast<std::size_t>(xn));
+  rt::DeviceBuffer<std::byte> ws(pl.workspace_bytes + 16);
+  const auto launch = [&](const void* xp) {
+    kernels::DeviceArgs a;
+    a.in[Role::x] = xp;
+    a.in[Role::w] = w.data();
+    a.out[Role::y] = y.data();
+    a.workspace = pl.workspace_bytes ? ws.data() : nullptr;
+    rt::LaunchTrace trace;
+    try {
+      kernels::launch(p, pl, a);
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(trace.records().size(), 0u);
+      return std::string(e.what());
+    }
+    rt::device_synchronize();
+    return std::string();
+  };
+  rt::device_memset(x.data(), 0, static_cast<std::size_t>(xn + 8) * 2);
+  rt::device_memset(w.data(), 0, static_cast<std::size_t>(wn) * 2);
+  EXPECT_EQ(launch(x.data()), "") << cp.cin;
+  const std::string msg = launch(x.data() + 1);
+  EXPECT_NE(msg.find("x is not 16-byte aligned"), std::string::npos) << msg;
+}
+
 }  // namespace
 }  // namespace kgate
