@@ -1,7 +1,9 @@
 # Installation: `cmake --install build --prefix P` puts
 #   P/bin/kgate                          the command line
 #   P/share/kgate/corpus/*.json          the committed corpora (kgate finds them there)
-#   P/share/kgate/tools/bench_torch.py   kgate bench's PyTorch driver (likewise)
+#   P/lib/python3/dist-packages/kgate/   the Python package (tools/python/CMakeLists.txt): kgate.driver
+#                                        and kgate.backends.torch, what `verify --backend torch|python:...`
+#                                        and bench's external arms run (kgate finds it there)
 #   P/include/{reference,oracles}/...    the references' and the oracle's headers
 #   P/lib/libkgate_*.a                   their static libraries
 #   P/lib/cmake/kgate/                   a CMake package:
@@ -26,7 +28,6 @@ install(TARGETS kgate_reference kgate_ref_ops kgate_oracles EXPORT kgateTargets
 install(TARGETS kgate RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/corpus/shapes.json ${PROJECT_SOURCE_DIR}/corpus/bitwise.json
         DESTINATION ${CMAKE_INSTALL_DATADIR}/kgate/corpus)
-install(FILES ${PROJECT_SOURCE_DIR}/tools/bench_torch.py DESTINATION ${CMAKE_INSTALL_DATADIR}/kgate/tools)
 foreach(dir reference reference/conv3d reference/groupnorm oracles)
   file(GLOB _kgate_headers ${PROJECT_SOURCE_DIR}/${dir}/*.hpp)
   install(FILES ${_kgate_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${dir})

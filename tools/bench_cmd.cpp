@@ -1,14 +1,11 @@
 #include "tools/options.hpp"
 #include "tools/bench_cmd.hpp"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +27,7 @@
 #include "reference/json.hpp"
 #include "reference/npy.hpp"
 #include "tools/bench_device.hpp"
+#include "tools/external.hpp"
 #include "tools/files.hpp"
 #include "tools/gate.hpp"
 #include "tools/stats.hpp"
@@ -209,112 +207,61 @@ kernels::Plan vendor_plan(const Problem& p) {
   return pl;
 }
 
-// A scratch folder for the files the torch driver and kgate exchange,
-// removed with everything in it when the arm goes.
-class ScratchDir {
+// An implementation behind kgate's driver protocol (tools/external.hpp,
+// docs/DRIVERS.md), one driver process per arm for the whole run: the torch
+// arms are the built-in torch backend (kgate.backends.torch) with the
+// U-Net's training settings (channels_last_3d, autocast in the problem's
+// input dtype; torch-det with deterministic algorithms too),
+// python:MODULE[:ATTR] is any target; --backend-option pairs follow the
+// arm's own. The driver times the runs in its own process (the run
+// request's timing field): setup's request is kSetupWarmup warm-up runs and
+// one timed run on kgate's inputs, whose time sets the runs per sample as
+// the kgate arm's first sequence does (enough to last --min-sample-ms) and
+// whose outputs the check judges; each sample is one request, the mean of
+// that many runs, each timed on its own after the cache flush, after
+// kSampleWarmup warm-up runs outside the numbers.
+class ExternalArm : public Arm {
  public:
-  ScratchDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "kgate-bench-XXXXXX").string();
-    if (!::mkdtemp(t.data())) throw std::runtime_error("torch arm: cannot create a scratch folder under " + t);
-    path_ = t;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-// PyTorch through tools/bench_torch.py: one JSON request per line on its
-// stdin, one JSON answer per line on its stdout. It runs on kgate's inputs,
-// handed over as raw files, and hands its outputs back the same way for the
-// oracle.
-class TorchArm : public Arm {
- public:
-  TorchArm(const BenchCli& cli, std::string variant, std::size_t flush_bytes)
-      : cli_(cli), variant_(std::move(variant)) {
-    int in[2], out[2];
-    // Close-on-exec: a driver started later (the next arm) must not hold this
-    // one's pipe ends open, or closing them would never reach this driver.
-    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
-      throw std::runtime_error("torch arm: pipe failed");
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error("torch arm: fork failed");
-    if (pid_ == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::close(in[1]);
-      ::close(out[0]);
-      ::execlp(cli.python.c_str(), cli.python.c_str(), cli.torch_driver.c_str(), static_cast<char*>(nullptr));
-      std::perror("torch arm: exec");
-      ::_exit(127);
+  ExternalArm(const BenchCli& cli, std::string arm, std::size_t flush_bytes)
+      : cli_(cli), name_(std::move(arm)), flush_bytes_(flush_bytes) {
+    gate::ExternalOptions o;
+    o.backend = name_.rfind("python:", 0) == 0 ? name_ : "torch";
+    if (name_ == "torch" || name_ == "torch-det") o.options = {"channels_last_3d=1", "autocast=1"};
+    if (name_ == "torch-det") o.options.push_back("deterministic=1");
+    o.options.insert(o.options.end(), cli.backend_options.begin(), cli.backend_options.end());
+    o.timeout = cli.driver_timeout;
+    try {
+      runner_ = gate::start_external(o);
+    } catch (const gate::RunError& e) {
+      const char* py = std::getenv("KGATE_PYTHON");
+      throw gate::RunError("arm " + name_ + ": " + e.what() + " (the interpreter is " +
+                           (py && *py ? std::string(py) : std::string("python3")) +
+                           "; KGATE_PYTHON names another)");
     }
-    ::close(in[0]);
-    ::close(out[1]);
-    to_ = ::fdopen(in[1], "w");
-    from_ = ::fdopen(out[0], "r");
-    const auto hello = request({{"cmd", "hello"}, {"flush_bytes", flush_bytes}});
-    info_ = hello.value("info", std::string());
+    implementation_ = gate::external_implementation(*runner_);
   }
-  ~TorchArm() override {
-    if (to_) std::fclose(to_);
-    if (from_) std::fclose(from_);
-    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+  std::string name() const override { return name_; }
+  std::string timer() const override {
+    return (timer_.empty() ? std::string("timed by the driver") : timer_) + " [" + implementation_ + "]";
   }
-  std::string name() const override { return variant_; }
-  std::string timer() const override { return "CUDA events in PyTorch (" + info_ + ")"; }
   std::string setup(const Problem& p) override {
     p_ = p;
+    out_.clear();
+    timer_.clear();
+    if (const auto s = runner_->is_supported(p); !s) return s.reason;
     in_ = ref::make_inputs(p, parse_fill("signed", cli_.seed));
-    nlohmann::json inputs = nlohmann::json::object();
-    for (const auto& [role, t] : in_) {
-      const std::string path = scratch_.path() + "/" + std::string(kgate::name(role)) + ".bin";
-      write_file_atomic(path, std::string(static_cast<const char*>(t.data()), static_cast<std::size_t>(t.nbytes())));
-      inputs[std::string(kgate::name(role))] = {{"path", path}, {"dtype", std::string(kgate::name(t.dtype()))}, {"dims", t.dims()}};
-    }
-    const auto r = request({{"cmd", "setup"},
-                            {"problem", to_json(p)},
-                            {"descriptor", to_descriptor(p)},
-                            {"variant", variant_},
-                            {"min_sample_ms", cli_.min_sample_ms},
-                            {"flush", !cli_.no_flush},
-                            {"inputs", inputs}});
-    return r.value("ok", false) ? "" : r.value("reason", std::string("setup failed"));
+    gate::TimedRun r = gate::run_timed(*runner_, p, in_, {kSetupWarmup, 1, flush_bytes_});
+    iters_ = static_cast<int>(std::clamp(std::ceil(cli_.min_sample_ms / std::max(r.ms.at(0), 1e-6)), 1.0, 1000.0));
+    out_ = std::move(r.outputs);
+    timer_ = r.timer;
+    return "";
   }
-  // The timed call once more on kgate's inputs; every output judged by the
-  // oracle against the fp64 reference with vendor_plan's bounds.
+  // Setup's outputs (the timed call on kgate's inputs), every one judged by
+  // the oracle against the fp64 reference with vendor_plan's bounds.
   std::string check() override {
     if (const auto s = kernels::is_supported(p_); !s)
       return "not checked: no kgate plan gives the output roles' term counts (" + s.reason + ")";
-    nlohmann::json want = nlohmann::json::object();
-    for (const auto& s : outputs(p_)) want[std::string(kgate::name(s.role))] = std::string(kgate::name(s.dtype));
-    const auto r = request({{"cmd", "check"}, {"out_dir", scratch_.path()}, {"outputs", want}});
-    std::map<Role, Tensor> got;
-    for (const auto& s : outputs(p_)) {
-      const std::string role(kgate::name(s.role));
-      const auto& o = r.at("outputs");
-      if (!o.contains(role)) return "failed: the torch driver returned no " + role;
-      const std::string native = o.at(role).value("native_dtype", std::string());
-      const auto nd = parse_dtype(native);
-      if (!nd || significand_bits(*nd) < significand_bits(s.dtype))
-        return "not checked: PyTorch computes " + role + " in " + native + ", the problem asks for " +
-               std::string(kgate::name(s.dtype));
-      Tensor t(s.dtype, s.dims);
-      std::uintmax_t size = 0;
-      std::ifstream in = open_regular_file(o.at(role).at("path").get<std::string>(), size);
-      if (size != static_cast<std::uintmax_t>(t.nbytes()))
-        return "failed: the torch driver's " + role + " has " + std::to_string(size) + " bytes, not " +
-               std::to_string(t.nbytes());
-      in.read(static_cast<char*>(t.data()), static_cast<std::streamsize>(size));
-      if (!in) return "failed: cannot read the torch driver's " + role;
-      got.emplace(s.role, std::move(t));
-    }
-    const auto roles = gate::judge(p_, vendor_plan(p_), parse_fill("signed", cli_.seed), in_, got);
+    const auto roles = gate::judge(p_, vendor_plan(p_), parse_fill("signed", cli_.seed), in_, out_);
     std::string failed;
     for (const auto& rr : roles)
       if (gate::is_failure(gate::verdict(rr.report))) {
@@ -326,32 +273,29 @@ class TorchArm : public Arm {
     if (!failed.empty()) return "failed: " + failed + " (oracle with vendor_plan bounds)";
     return "passed (oracle, reductions bounded as any-order sequential sums)";
   }
-  double sample() override { return request({{"cmd", "sample"}}).at("ms").get<double>(); }
+  double sample() override {
+    const gate::TimedRun r = gate::run_timed(*runner_, p_, in_, {kSampleWarmup, iters_, flush_bytes_});
+    double sum = 0;
+    for (double ms : r.ms) sum += ms;
+    return sum / static_cast<double>(r.ms.size());
+  }
 
  private:
-  nlohmann::json request(const nlohmann::json& j) {
-    const std::string line = j.dump() + "\n";
-    if (std::fputs(line.c_str(), to_) < 0 || std::fflush(to_) != 0)
-      throw std::runtime_error("torch arm: the driver is not running (" + cli_.torch_driver + ")");
-    std::string answer;
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, from_)) {
-      answer += buf;
-      if (!answer.empty() && answer.back() == '\n') break;
-    }
-    if (answer.empty()) throw std::runtime_error("torch arm: no answer from " + cli_.torch_driver);
-    const auto r = nlohmann::json::parse(answer);
-    if (r.contains("error")) throw std::runtime_error("torch arm: " + r.at("error").get<std::string>());
-    return r;
-  }
+  // Warm-up runs per request. A request prepares its operands afresh (the
+  // driver loads them from the request's files), and the first runs after
+  // that allocate (the outputs, the backward's buffers); the first request
+  // of a problem also meets the library's first call on its shape. On an
+  // H100 (kgate.backends.torch, a 64-channel 16^3 bf16 convolution, 0.017 ms
+  // steady) a request's first timed run took 0.27 ms without warm-up runs,
+  // and was within the noise of the steady time after two.
+  static constexpr int kSetupWarmup = 3, kSampleWarmup = 2;
   const BenchCli& cli_;
-  std::string variant_, info_;
-  ScratchDir scratch_;
+  std::string name_, implementation_, timer_;
+  std::size_t flush_bytes_;
+  std::unique_ptr<gate::Runner> runner_;
   Problem p_;
-  std::map<Role, Tensor> in_;
-  pid_t pid_ = -1;
-  FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
+  std::map<Role, Tensor> in_, out_;
+  int iters_ = 1;
 };
 
 struct ArmResult {
@@ -429,8 +373,16 @@ CLI::App* add_bench_command(CLI::App& app, BenchCli& cli) {
   c->add_option("--filter", cli.selection.filters, "KEY=VALUE (with --corpus); repeatable");
   c->add_flag("--full", cli.selection.full, "full extents (with --corpus)");
   options::add_flop_budget(*c, cli.selection.flop_budget, "reduced extents (with --corpus)");
-  c->add_option("--arm", cli.arms, "arms in order, the first is the ratios' base: kgate ref torch torch-det")
-      ->check(CLI::IsMember({"kgate", "ref", "torch", "torch-det"}))
+  c->add_option("--arm", cli.arms,
+                "arms in order, the first is the ratios' base: kgate ref torch torch-det python:MODULE[:ATTR]")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "kgate" || v == "ref" || v == "torch" || v == "torch-det") return "";
+            if (v.rfind("python:", 0) == 0 && v.size() > 7 && v.find_first_of(" \t\n'\"") == std::string::npos)
+              return "";
+            return "expected kgate, ref, torch, torch-det or python:MODULE[:ATTR], got '" + v + "'";
+          },
+          "ARM"))
       ->capture_default_str();
   c->add_option("--target", cli.target, "stop when every arm's 95% half-width is under this share of its time")
       ->check(CLI::Range(1e-4, 1.0))->capture_default_str();
@@ -450,8 +402,12 @@ CLI::App* add_bench_command(CLI::App& app, BenchCli& cli) {
   options::add_reference(*c, cli.reference);
   options::add_report(*c, "--json", cli.json, "JSON report ('' writes none)");
   options::add_report(*c, "--svg", cli.svg, "SVG plot of the ratios with their intervals");
-  c->add_option("--python", cli.python, "Python interpreter for the torch arms")->capture_default_str();
-  c->add_option("--torch-driver", cli.torch_driver, "the torch arms' driver")->capture_default_str();
+  c->add_option("--backend-option", cli.backend_options,
+                "KEY=VALUE for the external arms' drivers, after the torch arms' own (torch: device, "
+                "channels_last_3d, autocast, cudnn_benchmark, deterministic, allow_tf32); repeatable");
+  c->add_option("--driver-timeout", cli.driver_timeout, "seconds an external arm's driver may take per request")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
   return c;
 }
 
@@ -485,7 +441,7 @@ int run_bench_command(const BenchCli& cli) {
   for (const auto& a : cli.arms) {
     if (a == "kgate") arms.push_back(std::make_unique<KgateArm>(cli, flush.get()));
     else if (a == "ref") arms.push_back(std::make_unique<RefArm>(cli));
-    else arms.push_back(std::make_unique<TorchArm>(cli, a, flush ? flush->bytes() : 0));
+    else arms.push_back(std::make_unique<ExternalArm>(cli, a, flush ? flush->bytes() : 0));
   }
 
   const double copy = bench::copy_gbps(bench::default_copy_bytes(), 10);
@@ -541,7 +497,6 @@ int run_bench_command(const BenchCli& cli) {
     for (const auto& a : arms) {
       ArmResult ar;
       ar.arm = a->name();
-      ar.timer = a->timer();
       ar.device = !a->on_host_cpu();
       // A device arm's roof is the problem's; the host's fp64 arm has one on
       // convolutions only (their FLOP at the host's GEMM rate).
@@ -560,9 +515,12 @@ int run_bench_command(const BenchCli& cli) {
         }
       } catch (const InputError&) {
         throw;
+      } catch (const gate::RunError&) {
+        throw;  // an error of the run (an external arm's driver broke the protocol): exit 2
       } catch (const std::exception& e) {
         ar.skipped = std::string("error: ") + e.what();
       }
+      ar.timer = a->timer();  // after setup: an external arm's driver says what timed its runs
       if (ar.skipped.empty()) live.push_back(a.get());
       pr.arms.push_back(ar);
     }
@@ -580,6 +538,8 @@ int run_bench_command(const BenchCli& cli) {
         stop = stats::should_stop(samples, seconds_since(t0), rule);
         if (stop == stats::Stop::budget && pr.rounds < 2) stop = stats::Stop::running;  // an interval needs 2
       }
+    } catch (const gate::RunError&) {
+      throw;
     } catch (const std::exception& e) {
       error = e.what();
       ++failures;
@@ -609,19 +569,21 @@ int run_bench_command(const BenchCli& cli) {
     results.push_back(pr);
   }
 
-  // The table; the problem column is as wide as the longest descriptor.
-  std::size_t width = 8;
+  // The table; the problem column is as wide as the longest descriptor, the
+  // arm column as the longest arm name (python:MODULE:ATTR).
+  std::size_t width = 8, arm_width = 10;
   for (const auto& pr : results) width = std::max(width, pr.descriptor.size() + 2);
-  const int pw = static_cast<int>(width);
+  for (const auto& a : cli.arms) arm_width = std::max(arm_width, a.size() + 2);
+  const int pw = static_cast<int>(width), aw = static_cast<int>(arm_width);
   std::cout << "\n"
-            << std::left << std::setw(pw) << "problem" << std::setw(10) << "arm" << std::right << std::setw(11)
+            << std::left << std::setw(pw) << "problem" << std::setw(aw) << "arm" << std::right << std::setw(11)
             << "time ms" << std::setw(24) << "95% interval" << std::setw(9) << "TFLOP/s" << std::setw(9) << "GB/s"
             << std::setw(8) << "%roof" << std::setw(8) << "%mma" << std::setw(30) << "ratio to first [95%]"
             << std::setw(7) << "n"
             << "  stop\n";
   for (const auto& pr : results) {
     for (const auto& a : pr.arms) {
-      std::cout << std::left << std::setw(pw) << pr.descriptor << std::setw(10) << a.arm << std::right;
+      std::cout << std::left << std::setw(pw) << pr.descriptor << std::setw(aw) << a.arm << std::right;
       if (!a.skipped.empty()) {
         std::cout << "  not timed: " << a.skipped << "\n";
         continue;
@@ -648,7 +610,7 @@ int run_bench_command(const BenchCli& cli) {
     for (const auto& c : cli.selection.configs) std::cout << " " << c;
     std::cout << ":\n";
     for (const auto& [key, ms] : step)
-      std::cout << "  " << std::left << std::setw(28) << key.first << std::setw(10) << key.second << std::right
+      std::cout << "  " << std::left << std::setw(28) << key.first << std::setw(aw) << key.second << std::right
                 << std::setw(12) << fmt(ms, 3) << " ms\n";
   }
   std::cout << "\ntime: geometric mean of the samples (the median under log-symmetric noise); intervals: Student t "

@@ -1,6 +1,6 @@
 // `kgate bench`: paired, interleaved timing of several arms per problem
-// (kgate's kernel, the fp64 reference, PyTorch through tools/bench_torch.py)
-// with Student t intervals, an online stop rule, ceilings and the oracle
+// (kgate's kernel, the fp64 reference, PyTorch or any Python implementation
+// through kgate's driver protocol, docs/DRIVERS.md) with Student t intervals, an online stop rule, ceilings and the oracle
 // check before timing. See README.md ("Benchmarks").
 #pragma once
 
@@ -29,7 +29,11 @@ struct BenchCli {
   std::uint64_t seed = 1;
   std::string reference = "auto";       // the oracle check's references (gate::resolve_reference, with --full)
   std::string json = "kgate-bench.json", svg;
-  std::string python = "python3", torch_driver;
+  // The external arms (torch, torch-det, python:MODULE[:ATTR]): KEY=VALUE
+  // pairs for every one's driver, after the torch arms' own; seconds a
+  // driver may take per request.
+  std::vector<std::string> backend_options;
+  double driver_timeout = 600;
 };
 
 // auto launch mode: a sequence shorter than this is replayed as a graph (a

@@ -7,8 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -166,7 +168,11 @@ class ExternalRunner final : public Runner {
       if (kv.find('=') == std::string::npos || kv.front() == '=')
         throw InputError("--backend-option", "expected KEY=VALUE, got '" + kv + "'");
     std::error_code ec;
-    scratch_ = fs::temp_directory_path(ec) / ("kgate-driver-" + std::to_string(::getpid()));
+    // One folder per runner: a run may hold several drivers at once (kgate
+    // bench's external arms).
+    static std::atomic<int> runners{0};
+    scratch_ = fs::temp_directory_path(ec) /
+               ("kgate-driver-" + std::to_string(::getpid()) + "-" + std::to_string(runners++));
     fs::remove_all(scratch_, ec);
     if (!fs::create_directories(scratch_, ec) && ec)
       throw RunError("cannot create the driver's scratch folder " + scratch_.string() + ": " + ec.message());
@@ -222,6 +228,14 @@ class ExternalRunner final : public Runner {
 
   std::map<Role, Tensor> run(const Problem& p, const kernels::Plan&, const std::map<Role, Tensor>& in,
                              int rerun) override {
+    return exchange(p, in, rerun, nullptr).outputs;
+  }
+
+  // A run request (with the timing field when `timing` is given) and its
+  // answer: every output read back and checked, and for a timed run the
+  // times, checked before the outputs (a driver that does not know the
+  // field answers a plain run's ok).
+  TimedRun exchange(const Problem& p, const std::map<Role, Tensor>& in, int rerun, const Timing* timing) {
     std::lock_guard lock(mutex_);
     const std::string desc = to_descriptor(p);
     const fs::path dir = scratch_ / ("r" + std::to_string(++requests_));
@@ -235,10 +249,14 @@ class ExternalRunner final : public Runner {
     for (const auto& s : outputs(p))
       outs[std::string(name(s.role))] = {
           {"file", (dir / (std::string(name(s.role)) + ".npy")).string()}, {"dtype", name(s.dtype)}, {"dims", s.dims}};
-    const nlohmann::json a = request(p, {{"op", "run"}, {"rerun", rerun}, {"inputs", ins}, {"outputs", outs}});
+    nlohmann::json req{{"op", "run"}, {"rerun", rerun}, {"inputs", ins}, {"outputs", outs}};
+    if (timing)
+      req["timing"] = {{"warmup", timing->warmup}, {"iters", timing->iters}, {"flush_bytes", timing->flush_bytes}};
+    const nlohmann::json a = request(p, req);
     const std::string st = a.at("status").get<std::string>();
-    std::map<Role, Tensor> got;
+    TimedRun got;
     if (st == "ok") {
+      if (timing) read_times(desc, a, *timing, got);
       for (const auto& s : outputs(p)) {
         const std::string file = outs.at(std::string(name(s.role))).at("file").get<std::string>();
         std::error_code ec;
@@ -247,7 +265,7 @@ class ExternalRunner final : public Runner {
           Tensor t = read_npy(file, s.dtype);
           if (t.dims() != s.dims)
             fail(desc, std::string(name(s.role)) + " has dims " + dims_string(t.dims()) + ", expected " + dims_string(s.dims));
-          got.emplace(s.role, std::move(t));
+          got.outputs.emplace(s.role, std::move(t));
         } catch (const InputError& e) {
           fail(desc, std::string(name(s.role)) + ": " + e.message());
         }
@@ -268,6 +286,11 @@ class ExternalRunner final : public Runner {
     return s + " --model " + model_.name();
   }
 
+  std::string implementation() const {
+    const auto it = hello_.find("implementation");
+    return it != hello_.end() && it->is_string() ? it->get<std::string>() : o_.backend;
+  }
+
   std::string describe() const {
     std::string s = o_.backend + " (driver " + hello_.value("driver", std::string("?"));
     if (hello_.contains("implementation")) s += ", " + hello_.at("implementation").get<std::string>();
@@ -286,6 +309,26 @@ class ExternalRunner final : public Runner {
       return j;
     } catch (const nlohmann::json::exception&) {
       fail(desc, "a malformed protocol message (stray output on the protocol channel?): '" + clip(line) + "'");
+    }
+  }
+  // A timed run's times_ms (t.iters finite non-negative numbers) and its
+  // optional timer (a string).
+  void read_times(const std::string& desc, const nlohmann::json& a, const Timing& t, TimedRun& got) const {
+    if (!a.contains("times_ms"))
+      fail(desc, "a timed run answered ok without times_ms (a driver that does not know the request's timing "
+                 "field?): '" + clip(a.dump()) + "'");
+    const nlohmann::json& ms = a.at("times_ms");
+    if (!ms.is_array() || ms.size() != static_cast<std::size_t>(t.iters))
+      fail(desc, "times_ms must be an array of " + std::to_string(t.iters) + " number(s) (the request's iters), got " +
+                     clip(ms.dump()));
+    for (const auto& v : ms) {
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+        fail(desc, "times_ms holds " + clip(v.dump()) + ", not a finite non-negative number of milliseconds");
+      got.ms.push_back(v.get<double>());
+    }
+    if (a.contains("timer")) {
+      if (!a.at("timer").is_string()) fail(desc, "timer must be a string, got " + clip(a.at("timer").dump()));
+      got.timer = a.at("timer").get<std::string>();
     }
   }
   static std::string reason(const nlohmann::json& a) {
@@ -331,6 +374,17 @@ std::unique_ptr<Runner> start_external(const ExternalOptions& o) { return std::m
 std::string external_description(const Runner& r) {
   const auto* e = dynamic_cast<const ExternalRunner*>(&r);
   return e ? e->describe() : "kgate kernels";
+}
+
+std::string external_implementation(const Runner& r) {
+  const auto* e = dynamic_cast<const ExternalRunner*>(&r);
+  return e ? e->implementation() : "kgate kernels";
+}
+
+TimedRun run_timed(Runner& r, const Problem& p, const std::map<Role, Tensor>& in, const Timing& t) {
+  auto* e = dynamic_cast<ExternalRunner*>(&r);
+  if (!e) throw std::logic_error("run_timed: not an external runner");
+  return e->exchange(p, in, 0, &t);
 }
 
 }  // namespace kgate::gate

@@ -15,6 +15,8 @@
 // as an error of the kernel is a failed verdict; a decline is "skipped".
 #pragma once
 
+#include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,5 +42,29 @@ std::unique_ptr<Runner> start_external(const ExternalOptions& o);
 
 // What the driver said about itself in the handshake, as one line.
 std::string external_description(const Runner& r);
+// The handshake's "implementation" (what the target says it is), or the
+// backend's name where it says nothing.
+std::string external_implementation(const Runner& r);
+
+// A timed run (the run request's "timing" field, docs/DRIVERS.md): the
+// driver runs the problem `warmup` + `iters` times, each timed on its own
+// inside the driver's process after a buffer of `flush_bytes` on the
+// implementation's device is overwritten (0: none), and answers the last
+// `iters` times (the warm-up runs' are dropped).
+struct Timing {
+  int warmup = 0;
+  int iters = 1;
+  std::size_t flush_bytes = 0;
+};
+struct TimedRun {
+  std::map<Role, Tensor> outputs;  // the last timed run's, checked as run()'s are
+  std::vector<double> ms;          // one time per iteration, milliseconds
+  std::string timer;               // what timed them, as the driver says ("" where it does not)
+};
+// `r` is start_external's runner. Errors as Runner::run's: RunError for a
+// protocol violation (a reply without times_ms, or with anything but
+// `iters` finite non-negative numbers, or a timer that is not a string,
+// included), any other exception for the kernel's own failure.
+TimedRun run_timed(Runner& r, const Problem& p, const std::map<Role, Tensor>& in, const Timing& t);
 
 }  // namespace kgate::gate

@@ -414,7 +414,6 @@ int main(int argc, char** argv) {
 
   BenchCli bcli;
   bcli.selection.corpus = corpus_path;
-  bcli.torch_driver = data::path("tools/bench_torch.py");
   auto* bench = add_bench_command(app, bcli);
 
   RefcheckCli rcli;

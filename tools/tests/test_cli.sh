@@ -223,6 +223,11 @@ expect 2 "--json: cannot create '.*nothere/b.json': the folder '.*nothere' does 
   "$kgate" bench --arm ref --json "$tmp/nothere/b.json" "$D"
 expect 2 "--svg: '.*' is a folder; a file is expected" -- "$kgate" bench --arm ref --json '' --svg "$tmp" "$D"
 expect 2 '--max-rounds: 3 is below --min-rounds 5' -- "$kgate" bench --arm ref --min-rounds 5 --max-rounds 3 "$D"
+# bench's arms: the built-in ones or python:MODULE[:ATTR], refused before any driver starts.
+expect 2 "--arm: expected kgate, ref, torch, torch-det or python:MODULE\[:ATTR\], got 'pyth0n:x'" -- \
+  "$kgate" bench --arm pyth0n:x --json '' "$D"
+expect 2 "--arm: .*got 'python:'" -- "$kgate" bench --arm python: --json '' "$D"
+expect 2 "--driver-timeout: .*not in range" -- "$kgate" bench --arm ref --driver-timeout 0 --json '' "$D"
 expect 2 "--report: '.*' is a folder; a file is expected" -- "$kgate" audit --report "$tmp" "$D"
 expect 2 "--json: '.*afile' exists and is not a folder" -- "$kgate" isa --json "$tmp/afile/isa.json"
 # The references' worker count from the environment: a bad value is bad

@@ -21,8 +21,22 @@ cd "$tmp"
 "$kgate" verify --filter op=groupnorm.fwd --filter config=A --flop-budget 100000 --report r.json --junit '' >/dev/null
 python3 -c 'import json,sys; r=json.load(open("r.json")); assert r["corpus"]==sys.argv[1] and r["bitwise"]["corpus"]==sys.argv[2], (r["corpus"], r["bitwise"]["corpus"])' \
   "$tmp/p/share/kgate/corpus/shapes.json" "$tmp/p/share/kgate/corpus/bitwise.json" || fail "installed kgate does not use its installed corpora"
-"$kgate" bench --help | grep -qF -- "--torch-driver TEXT=$tmp/p/share/kgate/tools/bench_torch.py" \
-  && [[ -f "$tmp/p/share/kgate/tools/bench_torch.py" ]] || fail "installed kgate does not use its installed torch driver"
+# The driver protocol's Python end is the installed package: a bench arm's
+# driver (a target that says where kgate.driver was loaded from) runs it.
+pkg="$tmp/p/lib/python3/dist-packages/kgate"
+[[ -f "$pkg/driver.py" && -f "$pkg/backends/torch.py" ]] || fail "the Python package is not installed under $pkg"
+cat > probe_target.py <<'EOF'
+import numpy as np
+import kgate.driver
+def describe():
+    return "probe loaded " + kgate.driver.__file__
+def run(problem, inputs):
+    return {r: np.zeros(s["dims"], np.float32) for r, s in problem["outputs"].items()}
+EOF
+PYTHONPATH="$tmp" "$kgate" bench --arm python:probe_target --no-check --no-flush --budget 0.01 --min-rounds 2 --max-rounds 2 \
+  --json b.json "groupnorm.fwd fp32 n1 c8 g2 d4" >bench.log 2>&1 || { cat bench.log; fail "installed kgate bench --arm python:..."; }
+python3 -c 'import json,sys; t=json.load(open("b.json"))["problems"][0]["arms"][0]["timer"]; assert "probe loaded " + sys.argv[1] in t, t' \
+  "$pkg/driver.py" || fail "installed kgate's driver does not load the installed package"
 mkdir -p data/corpus && cp "$tmp/p/share/kgate/corpus/"*.json data/corpus/
 KGATE_DATA_DIR="$tmp/data" "$kgate" verify --filter op=groupnorm.fwd --filter config=A --flop-budget 100000 --report r2.json --junit '' >/dev/null
 python3 -c 'import json,sys; assert json.load(open("r2.json"))["corpus"]==sys.argv[1]' "$tmp/data/corpus/shapes.json" || fail "KGATE_DATA_DIR is not used"

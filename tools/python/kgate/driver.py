@@ -13,10 +13,13 @@ input and output, one JSON object per line:
       {"id": N, "op": "supports", "descriptor": D, "problem": {...}}
       {"id": N, "op": "run", "descriptor": D, "problem": {...}, "rerun": K,
        "inputs":  {role: {"file": F, "dtype": T, "dims": [...]}},
-       "outputs": {role: {"file": F, "dtype": T, "dims": [...]}}}
+       "outputs": {role: {"file": F, "dtype": T, "dims": [...]}},
+       "timing":  {"warmup": W, "iters": I, "flush_bytes": B}}      (timing: optional)
       {"op": "exit"}
   driver -> kgate (one answer per request, same id)
       {"id": N, "status": "ok"}                       (run: every output file written)
+      {"id": N, "status": "ok", "times_ms": [t1, ..., tI], "timer": S}
+                                                      (a run with timing: I times)
       {"id": N, "status": "declined", "reason": R}    (skipped, as is_supported)
       {"id": N, "status": "error", "message": M}      (the kernel failed: a verdict)
 
@@ -27,12 +30,25 @@ module itself without one) with:
     supports(problem: dict) -> (bool, str)        optional; default: (True, "")
     configure(options: dict[str, str]) -> None    optional; the --option pairs
     describe() -> str                             optional; for the handshake
+    time(problem, inputs, timing: dict) -> (outputs, times_ms: list[float], timer: str)
+                                                  optional; a run with timing
 `problem` is the descriptor's JSON (`kgate desc D --json`) plus "descriptor",
 "op_dir" ("conv3d.fwd", ...) and, for run, "inputs" and "outputs": role ->
 {"dtype", "dims"}. run raises kgate.driver.Declined(reason) to
 decline; any other exception is the kernel's error. The outputs must have the
 requested dtype (float32, float16, uint16 for bf16) and dims: anything else
 is an error of the run, which kgate reports naming the driver.
+
+A run with "timing" (kgate bench) runs the problem W + I times, each timed
+on its own after a buffer of B bytes on the implementation's device is
+overwritten (B = 0: no flush), and answers the last I times in milliseconds
+(the first W are warm-up), with what timed them; the output files are the
+last run's. A target with time() does all of that itself (the times then
+cover its computation alone, on operands already on its device); for any
+other target the driver times each run(problem, inputs) call on the wall
+clock, after overwriting a host buffer of B bytes. kgate checks the times
+(I finite non-negative numbers): a timed run answered without them, or
+with others, is an error of the run.
 
 The protocol channel is a private copy of file descriptor 1; descriptor 1
 itself (print, C extensions) goes to standard error, so stray output never
@@ -44,6 +60,7 @@ import importlib
 import json
 import os
 import sys
+import time
 import traceback
 
 
@@ -64,7 +81,9 @@ def _load(target):
 
 
 def _answer(channel, obj):
-    channel.write(json.dumps(obj) + "\n")
+    # default=repr: a value JSON has no type for (a target's timing answer)
+    # reaches kgate as a string, which kgate names as the wrong type.
+    channel.write(json.dumps(obj, default=repr) + "\n")
     channel.flush()
 
 
@@ -78,14 +97,73 @@ def _problem(req):
     return p
 
 
+class BadRequest(Exception):
+    """A request kgate should not have sent (answered "bad-request")."""
+
+
+def _timing(req):
+    """The request's timing field as {"warmup", "iters", "flush_bytes"} (ints;
+    warmup and flush_bytes default to 0), or None for an untimed run."""
+    t = req.get("timing")
+    if t is None:
+        return None
+    try:
+        warmup, iters, flush = int(t.get("warmup", 0)), int(t["iters"]), int(t.get("flush_bytes", 0))
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise BadRequest(f"timing: {t!r} ({type(e).__name__}: {e})") from e
+    if warmup < 0 or iters < 1 or flush < 0:
+        raise BadRequest(f"timing: {t!r} (warmup >= 0, iters >= 1, flush_bytes >= 0)")
+    return {"warmup": warmup, "iters": iters, "flush_bytes": flush}
+
+
+def _time_run(target, problem, inputs, timing):
+    """A target without time(): each run() call on the wall clock, after a
+    host buffer of flush_bytes is overwritten (outside the timed call)."""
+    import numpy as np
+
+    flush = np.empty(timing["flush_bytes"], np.uint8) if timing["flush_bytes"] else None
+    times = []
+    for i in range(timing["warmup"] + timing["iters"]):  # the warm-up runs: timed alike, times dropped
+        if flush is not None:
+            flush.fill(i & 0xFF)
+        t0 = time.perf_counter()
+        outputs = target.run(problem, inputs)
+        if i >= timing["warmup"]:
+            times.append((time.perf_counter() - t0) * 1e3)
+    what = "wall clock around each run() call (kgate.driver"
+    what += f", {timing['flush_bytes']} host bytes overwritten before each)" if flush is not None else ")"
+    return outputs, times, what
+
+
+def _plain(times):
+    """A target's times as JSON numbers (NumPy scalars as Python's); what is
+    not a sequence of numbers is passed on for kgate to name."""
+    try:
+        seq = list(times)
+    except TypeError:
+        return times
+    return [t.item() if hasattr(t, "item") and not isinstance(t, (str, bytes)) else t for t in seq]
+
+
 def _run(target, req):
+    """Runs the request's problem and writes its outputs; the timing answer
+    fields for a timed run, else {}."""
     import numpy as np
 
     problem = _problem(req)
+    timing = _timing(req)
     inputs = {}
     for role, spec in req["inputs"].items():
         inputs[role] = np.load(spec["file"], allow_pickle=False)
-    outputs = target.run(problem, inputs)
+    answer = {}
+    if timing is None:
+        outputs = target.run(problem, inputs)
+    elif hasattr(target, "time"):
+        outputs, times, what = target.time(problem, inputs, timing)
+        answer = {"times_ms": _plain(times), "timer": what}
+    else:
+        outputs, times, what = _time_run(target, problem, inputs, timing)
+        answer = {"times_ms": times, "timer": what}
     for role, spec in req["outputs"].items():
         if role not in outputs:
             raise RuntimeError(f"the target returned no {role} (returned: {', '.join(sorted(outputs))})")
@@ -96,6 +174,7 @@ def _run(target, req):
             pass
         np.save(spec["file"] + ".tmp.npy", a, allow_pickle=False)
         os.replace(spec["file"] + ".tmp.npy", spec["file"])
+    return answer
 
 
 def main(argv=None):
@@ -140,10 +219,11 @@ def main(argv=None):
                 ok, why = target.supports(_problem(req)) if hasattr(target, "supports") else (True, "")
                 _answer(channel, {"id": rid, "status": "ok"} if ok else {"id": rid, "status": "declined", "reason": why})
             elif op == "run":
-                _run(target, req)
-                _answer(channel, {"id": rid, "status": "ok"})
+                _answer(channel, {"id": rid, "status": "ok", **_run(target, req)})
             else:
                 _answer(channel, {"id": rid, "status": "bad-request", "message": f"unknown op {op!r}"})
+        except BadRequest as e:
+            _answer(channel, {"id": rid, "status": "bad-request", "message": str(e)})
         except Declined as e:
             _answer(channel, {"id": rid, "status": "declined", "reason": str(e)})
         except Exception as e:

@@ -1,7 +1,10 @@
-"""`kgate verify|check --backend python:MODULE[:ATTR]` over kgate's driver
-protocol (kgate.driver): verdicts for what the implementation computes,
-exit 2 naming the driver for whatever breaks the protocol."""
+"""`kgate verify|check --backend python:MODULE[:ATTR]` and `kgate bench
+--arm python:MODULE[:ATTR]` over kgate's driver protocol (kgate.driver):
+verdicts for what the implementation computes, timings taken in the
+driver's process, exit 2 naming the driver for whatever breaks the
+protocol."""
 
+import json
 import os
 import stat
 import subprocess
@@ -15,10 +18,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DESC = "conv3d.fwd bf16:fp32 n1 c4 k4 d4 kd3 p1 bias"
 
 
-def run(args, python=sys.executable, timeout=120):
+def run(args, python=sys.executable, timeout=120, pythonpath=()):
     env = dict(os.environ)
     env["KGATE_PYTHON"] = python
-    env["PYTHONPATH"] = os.pathsep.join([os.path.join(HERE, "drivers"), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([*pythonpath, os.path.join(HERE, "drivers"), env.get("PYTHONPATH", "")])
     p = subprocess.run([kgate.binary()] + args, capture_output=True, text=True, env=env, timeout=timeout)
     return p.returncode, p.stdout + p.stderr
 
@@ -138,3 +141,82 @@ def test_bad_flags_are_refused_before_the_driver_starts():
     assert rc == 2 and "--backend" in out, out
     rc, out = run(["check", DESC, "--backend", "python:numpy_backend:correct", "--backend-option", "novalue"])
     assert rc == 2 and "--backend-option: expected KEY=VALUE" in out, out
+
+
+# kgate bench's external arms: the same protocol, the runs timed in the
+# driver's process (the run request's timing field).
+
+def bench(arm, tmp_path, *extra, desc=DESC, python=sys.executable, pythonpath=()):
+    """`kgate bench DESC --arm ARM` with a small budget: (rc, output, report or None)."""
+    report = tmp_path / "bench.json"
+    rc, out = run(["bench", desc, "--arm", arm, "--budget", "0.2", "--min-rounds", "2", "--max-rounds", "3",
+                   "--json", str(report), *extra], python=python, pythonpath=pythonpath)
+    return rc, out, json.loads(report.read_text()) if report.exists() else None
+
+
+def test_bench_times_any_python_target(tmp_path):
+    rc, out, report = bench("python:numpy_backend:correct", tmp_path)
+    assert rc == 0, out
+    (arm,) = report["problems"][0]["arms"]
+    assert arm["check"].startswith("passed"), arm
+    # No time() hook: kgate.driver times each run() call, after the host flush.
+    assert arm["timer"].startswith("wall clock around each run() call (kgate.driver, "
+                                   f"{report['flush_bytes']} host bytes overwritten before each)"), arm["timer"]
+    assert len(arm["samples_ms"]) >= 2 and all(t > 0 for t in arm["samples_ms"]), arm
+
+
+@pytest.mark.parametrize("target", ["timed", "numpy_times"])
+def test_bench_reports_the_targets_own_times(tmp_path, target):
+    rc, out, report = bench(f"python:numpy_backend:{target}", tmp_path, "--no-flush")
+    assert rc == 0, out
+    (arm,) = report["problems"][0]["arms"]
+    assert arm["check"].startswith("passed"), arm
+    assert set(arm["samples_ms"]) == {0.25}, arm  # each sample: the mean of the target's planted times
+    # The timer of setup's request: three warm-up runs, one timed run, no flush (--no-flush).
+    assert arm["timer"].startswith("planted timer (warmup 3, iters 1, flush 0)"), arm["timer"]
+
+
+@pytest.mark.parametrize("target,message", [
+    ("times_wrong_count", r"times_ms must be an array of 1 number\(s\) \(the request's iters\), got \[0\.25,0\.25\]"),
+    ("times_not_numbers", r'times_ms holds "fast", not a finite non-negative number of milliseconds'),
+    ("times_negative", r"times_ms holds -1\.0, not a finite non-negative number"),
+    ("timer_not_string", r"timer must be a string, got 42"),
+])
+def test_bad_timing_replies_are_errors_of_the_run(tmp_path, target, message):
+    import re
+    rc, out, report = bench(f"python:numpy_backend:{target}", tmp_path)
+    assert rc == 2, out
+    assert f"driver python:numpy_backend:{target} on '{DESC}'" in out, out
+    assert re.search(message, out), out
+    assert "an error of the run, not a verdict on the kernel" in out
+    assert report is None  # the run stopped: no report of timings it does not have
+
+
+def test_a_driver_without_the_timing_field(tmp_path):
+    """A protocol-1 driver that ignores the timing field serves check and
+    verify as before; bench names it for the times it does not answer."""
+    python = fake_python(tmp_path, f'exec {sys.executable} {os.path.join(HERE, "drivers", "untimed_driver.py")}')
+    rc, out = run(["check", DESC, "--backend", "python:x", "--progress", "0"], python=python)
+    assert rc == 0, out
+    rc, out, _ = bench("python:x", tmp_path, python=python)
+    assert rc == 2, out
+    assert f"driver python:x on '{DESC}': a timed run answered ok without times_ms" in out, out
+
+
+def test_a_bench_arm_whose_driver_cannot_start(tmp_path):
+    rc, out, _ = bench("python:no_such_module_here", tmp_path)
+    assert rc == 2, out
+    assert "kgate: error: arm python:no_such_module_here: driver python:no_such_module_here" in out, out
+    assert "ModuleNotFoundError" in out and "KGATE_PYTHON names another" in out, out
+
+
+def test_the_torch_arm_without_torch(tmp_path):
+    """Where the interpreter cannot import torch (hidden here by a package
+    that refuses to load), the torch arm stops the run with a message."""
+    hidden = tmp_path / "hide" / "torch"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError(\"No module named 'torch' (hidden by the test)\")\n")
+    rc, out, _ = bench("torch", tmp_path, pythonpath=[str(tmp_path / "hide")])
+    assert rc == 2, out
+    assert "kgate: error: arm torch: driver torch: the driver could not start" in out, out
+    assert "--backend torch needs PyTorch: No module named 'torch' (hidden by the test)" in out, out

@@ -48,3 +48,36 @@ def test_an_unknown_torch_option_is_named():
     rc, out = check("conv3d.fwd fp32 n1 c4 k4 d4 kd3", "--backend-option", "warp=9")
     assert rc == 2, out
     assert "unknown option(s) warp" in out
+
+
+def bench(tmp_path, *args):
+    """`kgate bench` with the torch arms (the same backend, timed in the
+    driver): (rc, output, report)."""
+    import json
+    report = tmp_path / "bench.json"
+    env = dict(os.environ, KGATE_PYTHON=sys.executable)
+    p = subprocess.run([kgate.binary(), "bench", "--budget", "0.3", "--min-rounds", "2", "--max-rounds", "3",
+                        "--backend-option", "device=cpu", "--json", str(report), *args],
+                       capture_output=True, text=True, env=env, timeout=300)
+    return p.returncode, p.stdout + p.stderr, json.loads(report.read_text()) if report.exists() else None
+
+
+def test_bench_torch_arms(tmp_path):
+    problems = ["conv3d.bwd_weight bf16 n1 c8 k8 d5 kd3 p1 bias", "groupnorm.fwd bf16 n1 c16 g4 d6 relu",
+                "groupnorm.bwd bf16 n1 c16 g4 d6 relu", "conv3d.fwd bf16:fp32 n1 c8 k8 d4 kd3"]
+    rc, out, report = bench(tmp_path, *problems, "--arm", "torch", "--arm", "torch-det")
+    assert rc == 0, out
+    for p in report["problems"][:3]:
+        torch_arm, det = p["arms"]
+        for arm in (torch_arm, det):
+            assert arm["check"].startswith("passed"), (p["problem"], arm)
+            assert len(arm["samples_ms"]) >= 2 and all(t > 0 for t in arm["samples_ms"]), arm
+            # The backend's own timer (on the CPU: the wall clock around each
+            # step), with the cache flush, and the arm's options.
+            assert arm["timer"].startswith(f"wall clock around each call (torch {torch.__version__} on cpu"), arm
+            assert f"{report['flush_bytes']} bytes overwritten on the cpu before each" in arm["timer"], arm
+            assert "channels_last_3d, autocast" in arm["timer"], arm
+        assert "deterministic" in det["timer"] and "deterministic" not in torch_arm["timer"], p
+    # Autocast would compute a bf16:fp32 convolution in bf16: declined, not timed.
+    for arm in report["problems"][3]["arms"]:
+        assert arm["not_timed"].startswith("declined by torch: autocast=1 computes the convolution in bf16"), arm

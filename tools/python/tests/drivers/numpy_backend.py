@@ -82,6 +82,49 @@ class PrintsToStdout(Correct):
         return _outputs(problem, inputs)
 
 
+class Timed(Correct):
+    """A target that times its own runs (kgate.driver's time() hook): a
+    planted time per run, and a timer naming the request's timing field."""
+
+    def time(self, problem, inputs, timing):
+        for _ in range(timing["warmup"]):
+            self.run(problem, inputs)
+        what = f"planted timer (warmup {timing['warmup']}, iters {timing['iters']}, flush {timing['flush_bytes']})"
+        return self.run(problem, inputs), [0.25] * timing["iters"], what
+
+
+class TimesWrongCount(Timed):
+    def time(self, problem, inputs, timing):
+        out, times, what = super().time(problem, inputs, timing)
+        return out, times + [0.25], what
+
+
+class TimesNotNumbers(Timed):
+    def time(self, problem, inputs, timing):
+        out, times, what = super().time(problem, inputs, timing)
+        return out, ["fast"] * len(times), what
+
+
+class TimesNegative(Timed):
+    def time(self, problem, inputs, timing):
+        out, times, what = super().time(problem, inputs, timing)
+        return out, [-1.0] * len(times), what
+
+
+class TimerNotString(Timed):
+    def time(self, problem, inputs, timing):
+        out, times, _ = super().time(problem, inputs, timing)
+        return out, times, 42
+
+
+class NumpyTimes(Timed):
+    """Times as NumPy float32 scalars (not JSON numbers until the driver converts them)."""
+
+    def time(self, problem, inputs, timing):
+        out, times, what = super().time(problem, inputs, timing)
+        return out, np.asarray(times, np.float32), what
+
+
 correct = Correct()
 declines_groupnorm = DeclinesGroupNorm()
 raises = Raises()
@@ -90,3 +133,9 @@ wrong_shape = WrongShape()
 wrong_dtype = WrongDtype()
 nondeterministic = Nondeterministic()
 prints_to_stdout = PrintsToStdout()
+timed = Timed()
+times_wrong_count = TimesWrongCount()
+times_not_numbers = TimesNotNumbers()
+times_negative = TimesNegative()
+timer_not_string = TimerNotString()
+numpy_times = NumpyTimes()
