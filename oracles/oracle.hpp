@@ -37,6 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reference/conv3d/combine.hpp"
 #include "reference/host_memory.hpp"
 #include "reference/fill.hpp"
 #include "reference/problem.hpp"
@@ -151,6 +152,13 @@ struct Report {
 Report compare_conv(const ConvProblem& problem, Role output, const Tensor& reference,
                     const Tensor& abs_companion, const Tensor& candidate, const ReductionPlan& plan,
                     const Fill& fill, const Tensor* bias = nullptr, const Options& options = {});
+
+// The combine probe (reference/conv3d/combine.hpp: the fill `combine`): the
+// candidate must equal the replay of its plan's split combine bit for bit on
+// every probed element (tier 1; tiers 2 and 3 do not apply). Untrusted,
+// proving nothing, when no element is probed.
+Report compare_replay(const ConvProblem& problem, Role output, const ref::Replay& replay, const Tensor& candidate,
+                      const ReductionPlan& plan, const Fill& fill, const Options& options = {});
 
 // ---------------------------------------------------------------------------
 // GroupNorm. The per-element tolerance needs the statistics and the inputs.

@@ -7,6 +7,7 @@
 
 #include "reference/descriptor.hpp"
 #include "reference/error.hpp"
+#include "reference/conv3d/combine.hpp"
 #include "reference/parallel.hpp"
 
 namespace kgate {
@@ -19,6 +20,7 @@ std::string_view name(FillKind k) {
     case FillKind::lattice: return "lattice";
     case FillKind::gn_exact: return "gn_exact";
     case FillKind::gn_sweep: return "gn_sweep";
+    case FillKind::combine: return "combine";
   }
   return "?";
 }
@@ -26,7 +28,7 @@ std::string_view name(FillKind k) {
 namespace {
 
 constexpr std::array kKinds{FillKind::uniform, FillKind::signed_, FillKind::positive,
-                            FillKind::lattice, FillKind::gn_exact, FillKind::gn_sweep};
+                            FillKind::lattice, FillKind::gn_exact, FillKind::gn_sweep, FillKind::combine};
 
 // splitmix64's finaliser: a bijection with full avalanche.
 std::uint64_t mix(std::uint64_t z) {
@@ -53,6 +55,7 @@ std::vector<std::string> params_of(FillKind k) {
     case FillKind::lattice: return {"density"};
     case FillKind::gn_exact: return {"mean", "constant", "unit"};
     case FillKind::gn_sweep: return {"mean", "sigma"};
+    case FillKind::combine: return {"run", "db_run"};
   }
   return {};
 }
@@ -63,6 +66,8 @@ double& param_ref(Fill& f, const std::string& p) {
   if (p == "scale") return f.scale;
   if (p == "density") return f.density;
   if (p == "mean") return f.mean;
+  if (p == "run") return f.run;
+  if (p == "db_run") return f.db_run;
   return f.sigma;  // "sigma"
 }
 
@@ -102,6 +107,12 @@ void check_fill(const Fill& f, const std::string& where) {
     case FillKind::gn_sweep:
       if (!(f.sigma > 0)) throw InputError(where + ".sigma", "must be > 0");
       break;
+    case FillKind::combine:
+      if (!(f.run >= 1 && f.run <= 0x1p53 && f.run == std::rint(f.run)))
+        throw InputError(where + ".run", "must be an integer >= 1");
+      if (!(f.db_run >= 0 && f.db_run <= 0x1p53 && f.db_run == std::rint(f.db_run)))
+        throw InputError(where + ".db_run", "must be an integer >= 0");
+      break;
   }
 }
 
@@ -129,7 +140,8 @@ Fill parse_fill(std::string_view text, std::uint64_t seed) {
   bool found = false;
   for (FillKind k : kKinds)
     if (name(k) == kind) { f = defaults(k, seed); found = true; }
-  if (!found) throw InputError("fill", "unknown generator '" + kind + "' (uniform, signed, positive, lattice, gn_exact, gn_sweep)");
+  if (!found)
+    throw InputError("fill", "unknown generator '" + kind + "' (uniform, signed, positive, lattice, gn_exact, gn_sweep, combine)");
   std::vector<std::string> given;
   if (colon != std::string::npos) {
     std::stringstream ss(s.substr(colon + 1));
@@ -260,6 +272,11 @@ void fill_tensor(const Fill& f, const Problem& p, Role role, Tensor& t) {
         }
       });
       return;
+    }
+    case FillKind::combine: {
+      const auto* c = std::get_if<ConvProblem>(&p);
+      if (!c) throw InputError("fill", "combine probes a convolution's split; " + op_dir_name(p) + " has none");
+      return ref::fill_combine_probe(*c, role, f, t);
     }
     case FillKind::gn_exact:
     case FillKind::gn_sweep: {

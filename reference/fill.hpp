@@ -31,6 +31,19 @@
 //                     with eps = 3 q^2 its rstd is 1/(2q), exact.
 //   gn_sweep(mean, sigma)  GroupNorm x = mean + sigma*u, u in [-1, 1):
 //                     cancellation sweeps (mean/sigma from 1 to 1e6).
+//   combine(run, db_run)  convolutions: the split-combine probe of a plan
+//                     that cuts its reduction into runs of `run` terms
+//                     along the outer axis (ReductionPlan::split_run) and
+//                     db's rows into runs of db_run (0: none). One operand
+//                     is the constant 2^12; the other (the weight for y and
+//                     dx, the small operand for dw) is nonzero only at the
+//                     first and last term of each run, equal values per run
+//                     (+-2^11 or 3*2^-14 by the run's place and the
+//                     channel): each partial is exact, and the partials
+//                     round differently in another combine order or under
+//                     other run boundaries, so the result shows how the
+//                     kernel split and combined (reference/conv3d/combine.hpp
+//                     replays the plan's).
 // Roles other than the main operand (gamma, beta, dy, bias) get small
 // integers under lattice/gn_exact and the kind's distribution otherwise.
 #pragma once
@@ -45,7 +58,7 @@
 
 namespace kgate {
 
-enum class FillKind : std::uint8_t { uniform, signed_, positive, lattice, gn_exact, gn_sweep };
+enum class FillKind : std::uint8_t { uniform, signed_, positive, lattice, gn_exact, gn_sweep, combine };
 std::string_view name(FillKind k);
 
 struct Fill {
@@ -57,12 +70,14 @@ struct Fill {
   double mean = 0.0, sigma = 1.0;  // gn_exact (mean), gn_sweep (mean, sigma)
   bool constant = false;         // gn_exact
   bool unit = false;             // gn_exact: deltas +-1
+  double run = 1.0, db_run = 0.0;  // combine: terms per split run, db rows per run (0: none)
 
   bool operator==(const Fill&) const = default;
 };
 
 // Parses "signed", "positive:scale=4", "uniform:lo=-2,hi=3", "lattice",
-// "lattice:density=0.25", "gn_exact:mean=1024", "gn_exact:unit=1", "gn_sweep:mean=1e4,sigma=1"
+// "lattice:density=0.25", "gn_exact:mean=1024", "gn_exact:unit=1", "gn_sweep:mean=1e4,sigma=1",
+// "combine:run=9,db_run=256"
 // (seed given separately). Throws InputError(field "fill").
 Fill parse_fill(std::string_view text, std::uint64_t seed);
 // The text form (without the seed); parse_fill(fill_string(f), f.seed) == f.

@@ -68,6 +68,14 @@ struct ReductionPlan {
   // shift (x * s + (beta - mean * s), as ATen does), which rounds there:
   // tier 1 then does not apply to y.
   bool exact_epilogue = true;
+  // The slice map of a split (splits > 1): the terms of each output, taken
+  // along the reduction's outer axis, are cut into consecutive runs of
+  // split_run, run k summed into partial k. The axis is the operator's:
+  // for a convolution's backward-weight and db the K rows (n, position) in
+  // NDHW order; for a split of the taps, the output's taps in (KD, KH, KW)
+  // order (the transposed-direction scatter: its stride phase's taps). 0:
+  // the plan does not publish one (an external kernel's model).
+  std::int64_t split_run = 0;
 
   // Combine levels: ceil(log2 S) for a tree, S - 1 serially, 0 when S == 1.
   std::int64_t combine_depth() const {
@@ -89,6 +97,7 @@ struct ReductionPlan {
     if (splits < 1) throw InputError("reduction.splits", "must be >= 1, got " + std::to_string(splits));
     if (chunk < 1) throw InputError("reduction.chunk", "must be >= 1, got " + std::to_string(chunk));
     if (epilogue_ops < 0) throw InputError("reduction.epilogue_ops", "must be >= 0");
+    if (split_run < 0) throw InputError("reduction.split_run", "must be >= 0, got " + std::to_string(split_run));
     if (operand_bits < 0 || operand_bits > 53) throw InputError("reduction.operand_bits", "must be in [0, 53]");
     if (significand_bits(partial) > significand_bits(acc))
       throw InputError("reduction.partial", "wider than the accumulator");
@@ -126,6 +135,7 @@ inline std::string to_string(const ReductionPlan& p) {
   if (p.rounded_before_epilogue) o << " rounded-before-epi";
   if (p.operand_bits) o << " operands=" << p.operand_bits << "b";
   if (!p.exact_epilogue) o << " inexact-epi";
+  if (p.split_run) o << " run=" << p.split_run;
   o << " (D=" << p.depth() << ")";
   return o.str();
 }
@@ -142,7 +152,8 @@ inline nlohmann::json to_json(const ReductionPlan& p) {
                         {"epilogue_ops", p.epilogue_ops},
                         {"rounded_before_epilogue", p.rounded_before_epilogue},
                         {"operand_bits", p.operand_bits},
-                        {"exact_epilogue", p.exact_epilogue}};
+                        {"exact_epilogue", p.exact_epilogue},
+                        {"split_run", p.split_run}};
 }
 
 // Rejects unknown fields; missing fields take the defaults above (partial
@@ -150,7 +161,7 @@ inline nlohmann::json to_json(const ReductionPlan& p) {
 inline ReductionPlan reduction_from_json(const nlohmann::json& j, const std::string& where = "reduction") {
   if (!j.is_object()) throw InputError(where, "expected a JSON object");
   static const char* const kKnown[] = {"length", "splits", "combine", "acc", "partial", "model", "chunk", "epilogue_ops",
-                                       "rounded_before_epilogue", "operand_bits", "exact_epilogue"};
+                                       "rounded_before_epilogue", "operand_bits", "exact_epilogue", "split_run"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : kKnown) ok = ok || it.key() == k;
@@ -195,6 +206,7 @@ inline ReductionPlan reduction_from_json(const nlohmann::json& j, const std::str
   p.chunk = static_cast<int>(integer("chunk", 8, INT_MIN, INT_MAX));
   p.epilogue_ops = static_cast<int>(integer("epilogue_ops", 0, INT_MIN, INT_MAX));
   p.operand_bits = static_cast<int>(integer("operand_bits", 0, INT_MIN, INT_MAX));
+  p.split_run = integer("split_run", 0);
   if (j.contains("exact_epilogue")) {
     const nlohmann::json& v = j.at("exact_epilogue");
     if (!v.is_boolean()) throw InputError(where + ".exact_epilogue", "expected true or false, got " + v.dump());

@@ -12,6 +12,7 @@
 
 #include "kernels/api.hpp"
 #include "kernels/runtime/runtime.hpp"
+#include "reference/conv3d/conv_geometry.hpp"
 #include "reference/conv3d/ref.hpp"
 #include "reference/conv3d/ref_common.hpp"
 #include "reference/descriptor.hpp"
@@ -54,8 +55,28 @@ RunError environment_error(const std::string& cause) {
                   " (an error of the environment, not a verdict on the kernel)");
 }
 
-std::vector<Fill> default_fills(const Problem& p, std::uint64_t seed) {
-  if (std::holds_alternative<ConvProblem>(p)) return {lattice_fill(p, seed), parse_fill("signed", seed)};
+std::optional<Fill> combine_probe(const Problem& p, const kernels::Plan& plan, std::uint64_t seed) {
+  const auto* c = std::get_if<ConvProblem>(&p);
+  if (!c) return std::nullopt;
+  const std::string out(name(ref::detail::dir_plan(*c).out));
+  const auto main = plan.reduction.find(out);
+  const auto db = plan.reduction.find("db");
+  const auto published = [&](auto it) { return it != plan.reduction.end() && it->second.splits > 1 && it->second.split_run > 0; };
+  if (!published(main) && !published(db)) return std::nullopt;
+  Fill f = parse_fill("combine", seed);
+  // An unsplit reduction: one run of every term (its sequential length).
+  f.run = static_cast<double>(published(main) ? main->second.split_run : main->second.length);
+  if (db != plan.reduction.end()) f.db_run = static_cast<double>(published(db) ? db->second.split_run : db->second.length);
+  return f;
+}
+
+std::vector<Fill> default_fills(const Problem& p, std::uint64_t seed, const kernels::Plan* plan) {
+  if (std::holds_alternative<ConvProblem>(p)) {
+    std::vector<Fill> fills{lattice_fill(p, seed), parse_fill("signed", seed)};
+    if (plan)
+      if (const auto probe = combine_probe(p, *plan, seed)) fills.push_back(*probe);
+    return fills;
+  }
   std::vector<Fill> fills{parse_fill("gn_exact", seed), parse_fill("signed", seed)};
   for (Fill& f : pinning_fills(p, seed)) fills.push_back(f);
   return fills;
@@ -158,6 +179,7 @@ std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const
                               const std::map<Role, Tensor>& in, const References& refs,
                               const std::map<Role, Tensor>& got) {
   std::vector<RoleResult> out;
+  if (fill.kind == FillKind::combine) return judge_combine(p, plan, fill, in, got);
   if (const auto* c = std::get_if<ConvProblem>(&p)) {
     const Tensor* bias = c->bias && c->dir == ConvDir::fwd ? &in.at(Role::b) : nullptr;
     for (const auto& s : outputs(p))
@@ -174,9 +196,30 @@ std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const
   return out;
 }
 
+std::vector<RoleResult> judge_combine(const Problem& p, const kernels::Plan& plan, const Fill& fill,
+                                     const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got) {
+  const auto* c = std::get_if<ConvProblem>(&p);
+  if (!c) throw InputError("fill", "combine probes a convolution's split; " + op_dir_name(p) + " has none");
+  std::vector<RoleResult> out;
+  const auto ptrs = kernels::pointers(in);
+  for (const auto& s : outputs(p)) {
+    const ReductionPlan& red = reduction_of(plan, s.role);
+    if (red.splits > 1 && red.split_run < 1)
+      throw InputError("fill", "combine needs a plan that publishes its slice map (reduction.split_run); " +
+                                   std::string(name(s.role)) + "'s is split " + std::to_string(red.splits) + " ways without one");
+    const ref::Replay rp = ref::combine_replay(*c, s.role, red, ptrs);
+    out.push_back({std::string(name(s.role)), oracle::compare_replay(*c, s.role, rp, got.at(s.role), red, fill)});
+  }
+  return out;
+}
+
 std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
                               const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got,
                               const std::function<void(const char*)>& phase) {
+  if (fill.kind == FillKind::combine) {
+    phase("oracle");
+    return judge_combine(p, plan, fill, in, got);
+  }
   phase("reference");
   const References refs = references(p, in);
   phase("oracle");
@@ -240,14 +283,22 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
     try {
       enter("inputs");
       const auto in = ref::make_inputs(p, f);
-      enter("reference");
-      const References refs = references(p, in, where);
-      check_range(p, plan, f, in, refs);
+      // The combine probe's reference is its replay (judge_combine), which
+      // needs no fp64 reference and no range check: its values are chosen.
+      References refs;
+      if (f.kind != FillKind::combine) {
+        enter("reference");
+        refs = references(p, in, where);
+        check_range(p, plan, f, in, refs);
+      }
       enter("kernel");
       const auto got = runner ? runner->run(p, plan, in, 0) : kernels::run(p, plan, kernels::pointers(in));
       fr.digest = digests_of(got);
-      if (repeats > 0) enter("rerun");
-      for (int k = 0; k < repeats; ++k) {
+      // The reruns: on every fill but the combine probe, whose inputs add
+      // nothing to what the other fills' reruns see of the kernel's order.
+      const int reruns = f.kind == FillKind::combine ? 0 : repeats;
+      if (reruns > 0) enter("rerun");
+      for (int k = 0; k < reruns; ++k) {
         kernels::RunOptions nan;
         nan.prefill_nan = true;  // what memory held must not matter either
         const std::string again =

@@ -79,8 +79,14 @@ struct Result {
 
 // The fills the gate runs by default for a problem: the exact fill (lattice
 // for conv, gn_exact for GroupNorm), a signed random fill, then the pinning
-// fills (gate_problems.hpp).
-std::vector<Fill> default_fills(const Problem& p, std::uint64_t seed);
+// fills (gate_problems.hpp); with kgate's plan of a convolution whose
+// reductions are split along a published slice map, the combine probe last
+// (combine_probe).
+std::vector<Fill> default_fills(const Problem& p, std::uint64_t seed, const kernels::Plan* plan = nullptr);
+// The combine probe of p's plan (reference/conv3d/combine.hpp): the fill
+// `combine` with the plan's runs, where a reduction of p's plan is split
+// and publishes its slice map; none otherwise.
+std::optional<Fill> combine_probe(const Problem& p, const kernels::Plan& plan, std::uint64_t seed);
 
 // An error of the run, not a verdict on the kernel (an allocation failed):
 // evaluate() throws it, naming the problem; the command line exits 2.
@@ -131,6 +137,11 @@ void check_range(const Problem& p, const kernels::Plan& plan, const Fill& fill, 
 std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
                               const std::map<Role, Tensor>& in, const References& refs,
                               const std::map<Role, Tensor>& got);
+// The combine probe's verdict on every output (fill.kind == combine): each
+// against the replay of its published reduction (oracle::compare_replay).
+// InputError when a split reduction publishes no slice map.
+std::vector<RoleResult> judge_combine(const Problem& p, const kernels::Plan& plan, const Fill& fill,
+                                      const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got);
 // The same, computing the references first.
 std::vector<RoleResult> judge(const Problem& p, const kernels::Plan& plan, const Fill& fill,
                               const std::map<Role, Tensor>& in, const std::map<Role, Tensor>& got,

@@ -211,7 +211,11 @@ int cmd_check(const std::string& text, const CheckOptions& o) {
   if (external) oracle::parse_model(o.model);
   const nlohmann::json settings = gate::backend_settings();
   std::vector<Fill> fills;
-  if (o.fill.empty()) fills = gate::default_fills(p, o.seed);
+  if (o.fill.empty()) {
+    std::optional<kernels::Plan> plan;
+    if (!external && kernels::is_supported(p)) plan = kernels::plan(p);
+    fills = gate::default_fills(p, o.seed, plan ? &*plan : nullptr);
+  }
   else fills.push_back(o.fill == "lattice" ? lattice_fill(p, o.seed) : parse_fill(o.fill, o.seed));
   check_memory({p}, 1, o.memory_limit);
   std::unique_ptr<gate::Runner> runner;

@@ -82,8 +82,15 @@ Result verify_one(const Problem& p, const VerifyOptions& opt, gate::Runner* runn
     r.reason = "descriptor/JSON round trip differs";
     return r;
   }
-  std::vector<Fill> fills = gate::default_fills(p, opt.seed);
-  if (opt.quick) fills.resize(1);  // the exact fill (lattice, gn_exact): bit-exact expectations
+  // kgate's own plan, for the combine probe of its published splits.
+  std::optional<kernels::Plan> plan;
+  if (!runner && kernels::is_supported(p)) plan = kernels::plan(p);
+  std::vector<Fill> fills = gate::default_fills(p, opt.seed, plan ? &*plan : nullptr);
+  // --quick: the exact fill (lattice, gn_exact) and the combine probe: the
+  // bit-exact expectations.
+  if (opt.quick)
+    fills.erase(std::remove_if(fills.begin() + 1, fills.end(), [](const Fill& f) { return f.kind != FillKind::combine; }),
+                fills.end());
   return gate::evaluate(p, fills, opt.repeats, {}, runner,
                         *gate::resolve_reference(opt.reference, opt.full));
 }

@@ -452,6 +452,7 @@ Plan to_plan(const ConvProblem& p, const ConvPlan& s) {
     if (s.ksplits > 1) {
       r.splits = s.ksplits;
       r.combine = PartialCombine::tree;
+      r.split_run = s.tap_split;
       pl.params["tap_split"] = s.tap_split;
       pl.params["splits"] = s.ksplits;
       pl.params["tree_runs"] = s.ktree.runs;
@@ -482,6 +483,7 @@ Plan to_plan(const ConvProblem& p, const ConvPlan& s) {
       ReductionPlan r = s.atom.ok ? mma_reduction(s.atom, 1, s.slice) : ReductionPlan::sequential(s.slice);
       r.splits = s.splits;
       r.combine = PartialCombine::tree;
+      if (s.splits > 1) r.split_run = s.slice;
       pl.reduction[out] = r;
       if (s.dp.db) {
         pl.params["db_splits"] = s.db_splits;
@@ -492,6 +494,7 @@ Plan to_plan(const ConvProblem& p, const ConvPlan& s) {
         d.length = s.db_slice;
         d.splits = s.db_splits;
         d.combine = PartialCombine::tree;
+        if (s.db_splits > 1) d.split_run = s.db_slice;
         pl.reduction["db"] = d;
       }
       break;

@@ -10,6 +10,7 @@
 
 #include "reference/descriptor.hpp"
 #include "reference/error.hpp"
+#include "reference/conv3d/combine.hpp"
 #include "reference/fill.hpp"
 #include "reference/parallel.hpp"
 
@@ -135,7 +136,8 @@ TEST(Fill, GroupNormExactFillIsPairSymmetric) {
 
 TEST(Fill, GeneratorIsAValue) {
   for (const char* s : {"signed", "signed:scale=4", "positive", "uniform:lo=-2,hi=3", "uniform:lo=-1,hi=3", "lattice:density=0.25",
-                        "gn_exact:mean=1024", "gn_exact:constant=1", "gn_sweep:mean=10000,sigma=0.5"}) {
+                        "gn_exact:mean=1024", "gn_exact:constant=1", "gn_sweep:mean=10000,sigma=0.5",
+                        "combine:run=9,db_run=256", "combine:run=3"}) {
     const Fill f = parse_fill(s, 77);
     EXPECT_EQ(fill_string(f), s);
     EXPECT_EQ(fill_from_json(nlohmann::json::parse(to_json(f).dump())), f) << s;
@@ -163,6 +165,15 @@ TEST(Fill, GeneratorIsAValue) {
   EXPECT_EQ(field_of([] { parse_fill("uniform:lo=-0,hi=0x1p-1074", 0); }), "fill.hi");
   EXPECT_EQ(field_of([] { parse_fill("signed:scale=1e400", 0); }), "fill.scale");
   EXPECT_EQ(field_of([] { parse_fill("signed:scale=inf", 0); }), "fill.scale");
+  EXPECT_EQ(field_of([] { parse_fill("combine:run=0", 0); }), "fill.run");
+  EXPECT_EQ(field_of([] { parse_fill("combine:run=2.5", 0); }), "fill.run");
+  EXPECT_EQ(field_of([] { parse_fill("combine:db_run=-1", 0); }), "fill.db_run");
+  EXPECT_EQ(field_of([] {
+              const Problem g = parse_descriptor("groupnorm.fwd fp32 n1 c4 g2 d2");
+              Tensor x(DType::fp32, std::get<GroupNormProblem>(g).x_dims());
+              fill_tensor(parse_fill("combine", 0), g, Role::x, x);
+            }),
+            "fill");
   EXPECT_EQ(field_of([] { parse_fill("signed:scale= 2", 0); }), "fill.scale");
 }
 
@@ -201,6 +212,40 @@ TEST(Fill, SameValuesForAnyThreadCount) {
     }
   }
   set_element_threads(before);
+}
+
+}  // namespace
+}  // namespace kgate
+
+namespace kgate {
+namespace {
+
+// The combine probe: per run of the published slice map, its first and last
+// terms set (equal values), every other term of the probed operand zero,
+// the other operand the constant 2^12; the replay of the plan differs from
+// one chain over the terms (the order a kernel that ignored its split
+// would take) on some element.
+TEST(Fill, CombineProbeSetsTheFirstAndLastTermOfEachRun) {
+  const Problem p = parse_descriptor("conv3d.bwd_weight fp32 n1 c4 k4 d5 kd1");
+  const auto& c = std::get<ConvProblem>(p);
+  const Fill f = parse_fill("combine:run=7", 1);
+  Tensor dy = make(p, Role::dy), x = make(p, Role::x);
+  fill_tensor(f, p, Role::dy, dy);  // the small operand: rows of 4 channels
+  fill_tensor(f, p, Role::x, x);
+  const std::map<Role, const Tensor*> in{{Role::dy, &dy}, {Role::x, &x}};
+  for (std::int64_t r = 0; r < 125; ++r)
+    for (std::int64_t ch = 0; ch < 4; ++ch) {
+      const bool set = r % 7 == 0 || r % 7 == 6;
+      EXPECT_EQ(dy.get(r * 4 + ch) != 0.0, set) << r << " " << ch;
+    }
+  for (std::int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(x.get(i), 4096.0);
+  ReductionPlan split = ReductionPlan::split_k(125, 18, PartialCombine::tree);
+  split.split_run = 7;
+  const ref::Replay rp = ref::combine_replay(c, Role::dw, split, in);
+  EXPECT_EQ(rp.probed_count, rp.value.numel());
+  EXPECT_GT(rp.order_sensitive, 0);
+  split.split_run = 0;
+  EXPECT_THROW(ref::combine_replay(c, Role::dw, split, in), std::logic_error);
 }
 
 }  // namespace

@@ -14,6 +14,8 @@ expect 2 'd: output extent along d must be >= 1' -- "$kgate" desc "conv3d.fwd bf
 expect 2 'opd: must be in \[0, max\(stride, dilation\)' -- "$kgate" desc "conv_transpose3d.fwd bf16 n1 c4 k4 d8 kd2 s2 op2"
 expect 0 '^conv3d.fwd bf16 n1 c4 k4 d8 kd3 p1$' -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d8 kd3 s1 p1"
 expect 2 'fill: unknown generator' -- "$kgate" gen "conv3d.fwd bf16 n1 c4 k4 d8 kd3" --fill gauss --out "$tmp/g"
+expect 2 'fill.run: must be an integer >= 1' -- "$kgate" check "conv3d.bwd_weight fp32 n1 c4 k4 d5 kd1" --fill combine:run=0
+expect 2 "fill: combine probes a convolution's split" -- "$kgate" check "groupnorm.fwd fp32 n1 c4 g2 d2" --fill combine
 # A problem too big for memory: named, exit 2, nothing written.
 expect 2 'needs .* MiB but this machine has' -- "$kgate" gen "conv3d.fwd fp64 n64 c4096 k4 d1024 kd1" --out "$tmp/big"
 if [[ -n "$(ls -A "$tmp/big" 2>/dev/null)" ]]; then echo "FAIL: files left in $tmp/big"; fails=$((fails + 1)); fi

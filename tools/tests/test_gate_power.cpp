@@ -9,6 +9,9 @@
 #include <cmath>
 
 #include "kernels/api.hpp"
+#include "kernels/conv3d/conv3d.hpp"
+#include "kernels/runtime/runtime.hpp"
+#include "reference/conv3d/combine.hpp"
 #include "oracles/oracle.hpp"
 #include "reference/conv3d/ref.hpp"
 #include "reference/descriptor.hpp"
@@ -64,6 +67,72 @@ TEST(GatePower, PinningFillsFailAnRstdWithEpsOutsideTheRoot) {
     EXPECT_EQ(judge_defect(g, fills[3]), oracle::State::failed) << d << " " << fill_string(fills[3]);
     // The production kernel passes every one of them.
     EXPECT_EQ(gate::evaluate(p, fills, 0).state, oracle::State::passed) << d;
+  }
+}
+
+// A kernel whose reduction differs from the plan it publishes: a Runner
+// that publishes one plan of kgate's kernel and runs another (another split
+// count: another slice map; no split: one chain where the plan says a
+// tree). The signed and lattice fills cannot tell (any order is within the
+// bounds, exact sums are exact in any order); the combine probe the gate
+// adds to the default fills (reference/conv3d/combine.hpp) fails it, and
+// passes the kernel that runs what it publishes.
+class LyingRunner : public gate::Runner {
+ public:
+  LyingRunner(kernels::Plan published, kernels::Plan runs) : published_(std::move(published)), runs_(std::move(runs)) {}
+  kernels::Support is_supported(const Problem& p) override { return kernels::is_supported(p); }
+  kernels::Plan plan(const Problem&) override { return published_; }
+  std::map<Role, Tensor> run(const Problem& p, const kernels::Plan&, const std::map<Role, Tensor>& in, int) override {
+    return kernels::run(p, runs_, kernels::pointers(in));
+  }
+  std::string repro_flags() const override { return ""; }
+
+ private:
+  kernels::Plan published_, runs_;
+};
+
+TEST(GatePower, CombineProbeFailsAReductionThatDiffersFromThePublishedPlan) {
+  struct Case {
+    const char* d;
+    std::int64_t published, runs;  // split counts (conv_split_plan)
+  };
+  for (rt::Target tg : {rt::Target::gfx942, rt::Target::sm90})
+  for (const Case& c : {Case{"conv3d.bwd_weight fp32 n2 c4 k6 d5 kd3 p1 bias", 4, 5},
+                        Case{"conv3d.bwd_weight fp32 n2 c4 k6 d5 kd3 p1 bias", 4, 1},
+                        Case{"conv3d.bwd_weight bf16 n1 c32 k32 d6 h5 w7 kd3 p1 bias", 6, 7},
+                        Case{"conv3d.fwd bf16 n1 c32 k32 d6 kd3 p1 bias", 3, 1},
+                        Case{"conv3d.fwd bf16 n1 c32 k32 d6 kd3 p1 bias", 3, 9},
+                        Case{"conv_transpose3d.fwd bf16 n1 c32 k32 d6 kd3 p1 bias", 5, 1},
+                        Case{"conv3d.bwd_data bf16 n1 c32 k32 d6 kd3 p1", 3, 4}}) {
+    rt::host::ScopedConfig cfg(rt::host::config_for(tg, rt::host::config()));
+    SCOPED_TRACE(std::string(c.d) + ": published " + std::to_string(c.published) + " splits, runs " + std::to_string(c.runs) +
+                 (tg == rt::Target::sm90 ? " (sm90)" : " (gfx942)"));
+    const Problem p = parse_descriptor(c.d);
+    const ConvProblem& cp = std::get<ConvProblem>(p);
+    const kernels::Plan published = kernels::conv_split_plan(cp, c.published);
+    const std::vector<Fill> fills = gate::default_fills(p, 1, &published);
+    ASSERT_EQ(fills.size(), 3u);
+    ASSERT_EQ(fills.back().kind, FillKind::combine);
+    // The probe is order-sensitive where it judges: the plan's tree differs
+    // from the exact sum somewhere.
+    const auto in = ref::make_inputs(p, fills.back());
+    const std::string out(name(cp.outputs().front().role));
+    const ref::Replay rp = ref::combine_replay(cp, cp.outputs().front().role, published.reduction.at(out), kernels::pointers(in));
+    EXPECT_GT(rp.probed_count, 0);
+    EXPECT_GT(rp.order_sensitive, 0);
+    LyingRunner honest(published, published), lying(published, kernels::conv_split_plan(cp, c.runs));
+    const gate::Result ok = gate::evaluate(p, fills, 0, {}, &honest);
+    EXPECT_EQ(ok.state, oracle::State::passed) << ok.fills.back().detail;
+    const gate::Result bad = gate::evaluate(p, fills, 0, {}, &lying);
+    EXPECT_EQ(bad.state, oracle::State::failed);
+    ASSERT_EQ(bad.fills.size(), 3u);
+    EXPECT_EQ(bad.fills[0].state, oracle::State::passed);  // lattice: exact in any order
+    EXPECT_EQ(bad.fills[1].state, oracle::State::passed);  // signed: within the bounds
+    EXPECT_EQ(bad.fills[2].state, oracle::State::failed);  // the probe
+    bool named = false;
+    for (const auto& rr : bad.fills[2].roles)
+      named = named || rr.report.tier1.reason.find("another order or with another slice map") != std::string::npos;
+    EXPECT_TRUE(named);
   }
 }
 
