@@ -133,10 +133,12 @@ void mma_halo(ConvPlan& s, const Choices& c) {
 // every row in one (the last slices may be empty: a partial of zero).
 void take_split(std::int64_t rows, std::int64_t splits, std::int64_t slice, const char* splits_key, const char* slice_key,
                 std::int64_t& out_splits, std::int64_t& out_slice) {
-  const std::int64_t most = std::max<std::int64_t>(rows, 1);
+  // A slice may pass the rows by less than a block step (the W-halo tile
+  // rounds its slices up to whole block steps).
+  const std::int64_t most = cv::ceil_div(std::max<std::int64_t>(rows, 1), cv::kMmaBK) * cv::kMmaBK;
   if (slice < 1 || slice > most)
     bad(slice_key, "must be in [1, " + std::to_string(most) + "] rows, got " + std::to_string(slice));
-  const std::int64_t least = cv::ceil_div(most, slice);
+  const std::int64_t least = cv::ceil_div(std::max<std::int64_t>(rows, 1), slice);
   if (splits < least || splits > std::max(least, pol::kMaxSplits))
     bad(splits_key, "must be in [" + std::to_string(least) + ", " + std::to_string(std::max(least, pol::kMaxSplits)) +
                         "] for slices of " + std::to_string(slice) + " of " + std::to_string(rows) + " rows, got " +
