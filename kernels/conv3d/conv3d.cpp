@@ -169,9 +169,6 @@ void conv_launch_all(const ConvProblem& p, const ConvPlan& cp, const ConvPtrs& d
   });
 }
 
-// The typed plan `plan` describes, checked (conv_plan_from); a plan that
-// is not one of p's is bad input of the caller.
-ConvPlan checked_plan(const ConvProblem& p, const Plan& plan) { return conv_plan_from(p, plan); }
 
 }  // namespace
 
@@ -194,7 +191,7 @@ Plan conv_split_plan(const ConvProblem& p, std::int64_t splits) { return to_plan
 
 std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const std::map<Role, const Tensor*>& in,
                                 const RunOptions& opt) {
-  const ConvPlan cp = checked_plan(p, plan);
+  const ConvPlan cp = conv_plan_from(p, plan);  // a plan not of p's is the caller's bad input
   const char* op = "conv";
   DeviceTensor a(input(op, in, cp.dp.a)), b(input(op, in, cp.dp.b));
   std::unique_ptr<DeviceTensor> bias;
@@ -231,7 +228,7 @@ std::map<Role, Tensor> conv_run(const ConvProblem& p, const Plan& plan, const st
 }
 
 void conv_launch(const ConvProblem& p, const Plan& plan, const DeviceArgs& args) {
-  const ConvPlan cp = checked_plan(p, plan);
+  const ConvPlan cp = conv_plan_from(p, plan);  // a plan not of p's is the caller's bad input
   // Each tensor aligned as the plan's accesses of it need (conv_plan.hpp:
   // its widths assume what the driver guarantees; this refuses what it
   // cannot run instead of taking another path).
