@@ -209,8 +209,10 @@ BitwiseEntry bitwise_entry_from_json(const nlohmann::json& j, const std::string&
   if (!j["descriptor"].is_string()) throw InputError(where + ".descriptor", "expected a string");
   e.descriptor = j["descriptor"].get<std::string>();
   e.problem = problem_from_json(j["problem"], where + ".problem");
-  if (to_descriptor(e.problem) != e.descriptor)
-    throw InputError(where + ".descriptor", "'" + e.descriptor + "' disagrees with the problem");
+  const std::string canonical = to_descriptor(e.problem);
+  if (canonical_descriptor(e.descriptor) != canonical)
+    throw InputError(where + ".descriptor", "'" + e.descriptor + "' disagrees with the problem ('" + canonical + "')");
+  e.descriptor = canonical;
   e.fill = fill_from_json(j["fill"], where + ".fill");
   if (!j["digests"].is_object() || j["digests"].empty()) throw InputError(where + ".digests", "expected a non-empty object");
   for (auto it = j["digests"].begin(); it != j["digests"].end(); ++it) {

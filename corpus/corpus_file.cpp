@@ -72,8 +72,9 @@ Entry entry_from_json(const nlohmann::json& e, const std::string& where) {
   if (!e.contains("problem")) throw InputError(where + ".problem", "missing");
   en.problem = problem_from_json(e["problem"], where + ".problem");
   const std::string canonical = to_descriptor(en.problem);
-  if (canonical != en.descriptor)
+  if (canonical_descriptor(en.descriptor) != canonical)
     throw InputError(where + ".descriptor", "'" + en.descriptor + "' disagrees with the problem ('" + canonical + "')");
+  en.descriptor = canonical;
   if (str("op") != op_dir_name(en.problem)) throw InputError(where + ".op", "disagrees with the problem");
   const std::string form = str("form");
   if (form == "logical") en.form = ShapeForm::logical;

@@ -24,11 +24,12 @@ struct alignas(sizeof(T) * V) Pack {
   T v[V];
 };
 
-// The V elements of a pack as fp32. bf16 pairs are widened from their 32-bit
+// The V elements of a pack as fp32, into a work-item's V registers (an
+// rt::regs<float, V> or a float[V]). bf16 pairs are widened from their 32-bit
 // word (element 2k is the low half: every target is little-endian), one
 // integer operation per element.
-template <class T, int V>
-KGATE_DEVICE void unpack_f32(const Pack<T, V>& pk, float (&out)[V]) {
+template <class T, int V, class Regs>
+KGATE_DEVICE void unpack_f32(const Pack<T, V>& pk, Regs& out) {
   if constexpr (std::is_same_v<T, kgate::bf16> && V % 2 == 0) {
     const auto w = kgate::bit_cast<Pack<std::uint32_t, V / 2>>(pk);
 KGATE_UNROLL
@@ -42,13 +43,13 @@ KGATE_UNROLL
   }
 }
 
-template <class T, int V>
-KGATE_DEVICE void load_f32(const T* p, float (&out)[V]) {
+template <class T, int V, class Regs>
+KGATE_DEVICE void load_f32(const T* p, Regs& out) {
   unpack_f32<T, V>(rt::load_wide(reinterpret_cast<const Pack<T, V>*>(p)), out);
 }
 
-template <class T, int V>
-KGATE_DEVICE void store_f32(T* p, const float (&in)[V]) {
+template <class T, int V, class Regs>
+KGATE_DEVICE void store_f32(T* p, const Regs& in) {
   Pack<T, V> pk;
   for (int i = 0; i < V; ++i) pk.v[i] = from_f32<T>(in[i]);
   rt::store_wide(reinterpret_cast<Pack<T, V>*>(p), pk);

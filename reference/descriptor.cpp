@@ -241,10 +241,14 @@ GroupNormProblem parse_gn(GnDir dir, const std::vector<std::string>& tokens) {
   return p;
 }
 
+// The canonical dtypes. A bare bf16 or fp16 means bf16:bf16 for a conv and
+// bf16:fp32 for GroupNorm, so a low-precision source always prints its
+// output dtype too: a canonical descriptor reads the same for either operator.
 std::string dtypes_string(DType src, DType dst, std::optional<DType> acc, DType default_dst) {
   std::string s(name(src));
   const bool print_acc = acc && *acc != DType::fp32;
-  if (dst != default_dst || print_acc) s += ":" + std::string(name(dst));
+  const bool low_precision = src == DType::bf16 || src == DType::fp16;
+  if (dst != default_dst || print_acc || low_precision) s += ":" + std::string(name(dst));
   if (print_acc) s += ":" + std::string(name(*acc));
   return s;
 }
@@ -307,6 +311,14 @@ Problem parse_descriptor(std::string_view text) {
     throw InputError(token_of(e.field()), e.message());
   }
   return p;
+}
+
+std::optional<std::string> canonical_descriptor(std::string_view text) {
+  try {
+    return to_descriptor(parse_descriptor(text));
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
 }
 
 std::string to_descriptor(const ConvProblem& p) {

@@ -34,6 +34,10 @@ namespace kgate {
 // Throws InputError naming the token (field "descriptor") on a syntax error,
 // and the problem's field on an invalid problem.
 Problem parse_descriptor(std::string_view text);
+// The canonical form of a descriptor's text when it parses, else nullopt: a
+// corpus entry's descriptor may be any spelling of its problem (bare bf16,
+// s1, fields in any order).
+std::optional<std::string> canonical_descriptor(std::string_view text);
 std::string to_descriptor(const Problem& p);
 std::string to_descriptor(const ConvProblem& p);
 std::string to_descriptor(const GroupNormProblem& p);

@@ -256,15 +256,30 @@ int cmd_ref(const std::string& text, const std::string& inputs_dir, const std::s
   return 0;
 }
 
+// The census's interpreter start: a missing numpy or torch is exit 77 (the
+// environment's), found before the package imports either; then
+// kgate.census runs as `python3 -m kgate.census` would.
+constexpr const char* kCensusBootstrap =
+    "import importlib.util, runpy, sys\n"
+    "missing = [m for m in ('numpy', 'torch') if importlib.util.find_spec(m) is None]\n"
+    "if missing:\n"
+    "    print('kgate.census: missing ' + ', '.join(missing) + ' for ' + sys.executable, file=sys.stderr)\n"
+    "    sys.exit(77)\n"
+    "sys.argv[0] = 'kgate.census'\n"
+    "runpy.run_module('kgate.census', run_name='__main__', alter_sys=True)\n";
+
 // `kgate census make`: the census of one training step of the Python
 // package's U-Net (python3 -m kgate.census, stock PyTorch on the CPU, at
 // 2^5 voxels per side: the same calls as configuration A, extents divided
 // by 4), written to (or, with --check, compared byte for byte with) path.
+// The census's exit codes: 0 written or current, 3 differs (--check), 77 a
+// missing module; anything else (a Python error) is the run's error, never
+// "differs".
 int cmd_census_make(const std::string& path, bool check) {
   if (check) files::input_file(path, "--out");
   else files::output_file(path, "--out");
   const char* py = std::getenv("KGATE_PYTHON");
-  std::vector<std::string> argv{py && *py ? py : "python3", "-m", "kgate.census", "--config", "A", "--scale", "5",
+  std::vector<std::string> argv{py && *py ? py : "python3", "-c", kCensusBootstrap, "--config", "A", "--scale", "5",
                                 "--corpus", data::path("corpus/shapes.json"), "--out", path};
   if (check) argv.push_back("--check");
   std::error_code ec;
@@ -285,9 +300,14 @@ int cmd_census_make(const std::string& path, bool check) {
     throw InputError("environment", "cannot run '" + argv[0] + "' (KGATE_PYTHON names the interpreter)");
   int st = 0;
   ::waitpid(pid, &st, 0);
-  const int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 2;
-  if (rc == 77) throw InputError("environment", "the census needs PyTorch for " + argv[0] + " (python3-torch)");
-  return rc == 0 ? exit_passed : rc == 1 ? exit_failed : exit_error;
+  const int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (rc == 77)
+    throw InputError("environment", "the census needs PyTorch and numpy for " + argv[0] + " (python3-torch, python3-numpy)");
+  if (rc == 0) return exit_passed;
+  if (rc == 3) return exit_failed;
+  throw InputError("environment", "the census run by " + argv[0] + " failed (" +
+                                      (rc < 0 ? std::string("killed by a signal") : "exit " + std::to_string(rc)) +
+                                      "; its error is above)");
 }
 
 int cmd_corpus_make(const std::string& path, bool check) {

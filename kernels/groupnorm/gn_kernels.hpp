@@ -157,13 +157,16 @@ KGATE_DEVICE float relu_masked(float dy, float x, float mean, float rstd, const 
 // moment, Chan-combined into the work-item's running moments.
 inline constexpr int kRowBatch = 4;
 
-// The batch's rows in a pairwise tree: (p[0] + p[1]) + (p[2] + p[3]), ...
+// A work-item's per-row partials of one batch.
+using RowParts = rt::regs<float, kRowBatch>;
+
+// The N partials from `first` in a pairwise tree: (p[0] + p[1]) + (p[2] + p[3]), ...
 template <int N>
-KGATE_DEVICE float pair_tree(const float* p) {
-  if constexpr (N == 1) return p[0];
-  else return pair_tree<N / 2>(p) + pair_tree<N / 2>(p + N / 2);
+KGATE_DEVICE float pair_tree(const RowParts& p, int first) {
+  if constexpr (N == 1) return p[first];
+  else return pair_tree<N / 2>(p, first) + pair_tree<N / 2>(p, first + N / 2);
 }
-KGATE_DEVICE float row_tree(const float (&p)[kRowBatch]) { return pair_tree<kRowBatch>(p); }
+KGATE_DEVICE float row_tree(const RowParts& p) { return pair_tree<kRowBatch>(p, 0); }
 static_assert((kRowBatch & (kRowBatch - 1)) == 0, "row_tree needs a power of two");
 
 // Two-pass moments of a batch's first `rows` rows of V values: each row in
@@ -171,10 +174,10 @@ static_assert((kRowBatch & (kRowBatch - 1)) == 0, "row_tree needs a power of two
 // add exact zeros). The division is exact when rows * V is a power of two,
 // correctly rounded otherwise.
 template <int V>
-KGATE_DEVICE Moments batch_moments(const float (&xv)[kRowBatch][V], int rows) {
+KGATE_DEVICE Moments batch_moments(const rt::regs<rt::regs<float, V>, kRowBatch>& xv, int rows) {
   Moments m;
   m.n = static_cast<float>(rows * V);
-  float part[kRowBatch];
+  RowParts part;
 KGATE_UNROLL
   for (int u = 0; u < kRowBatch; ++u) {
     part[u] = 0.0f;
@@ -228,7 +231,7 @@ KGATE_KERNEL_BOUNDS(gn_fwd_stats, kThreads, FwdArgs a) {
         // except in a chunk's last batch.
         const std::int64_t left = s.row_end - r0;
         int rows = kRowBatch;
-        Pack<Tin, V> pk[kRowBatch] = {};
+        rt::regs<Pack<Tin, V>, kRowBatch> pk = {};
         if (left > static_cast<std::int64_t>(kRowBatch - 1) * g.rows_par) {
 KGATE_UNROLL
           for (int u = 0; u < kRowBatch; ++u)
@@ -242,7 +245,7 @@ KGATE_UNROLL
               rows = u + 1;
             }
         }
-        float xv[kRowBatch][V];
+        rt::regs<rt::regs<float, V>, kRowBatch> xv;
 KGATE_UNROLL
         for (int u = 0; u < kRowBatch; ++u) unpack_f32<Tin, V>(pk[u], xv[u]);
         // Full batches (all but a chunk's last) take the branch-free copy.
@@ -313,7 +316,7 @@ KGATE_KERNEL_BOUNDS(gn_fwd_finalize, kThreads, FwdArgs a) {
   // Work-item t combines partials t, t + kThreads, ... in that order.
   Moments acc;
   for (std::int64_t k0 = t; k0 < g.chunks; k0 += static_cast<std::int64_t>(kThreads) * kFinalizeBatch) {
-    Moments m[kFinalizeBatch];
+    rt::regs<Moments, kFinalizeBatch> m;
 KGATE_UNROLL
     for (int b = 0; b < kFinalizeBatch; ++b) {
       const std::int64_t k = k0 + static_cast<std::int64_t>(b) * kThreads;
@@ -404,7 +407,7 @@ KGATE_KERNEL_BOUNDS(gn_fwd_apply, kThreads, FwdArgs a) {
   for (std::int64_t col = col0; col < cols; col += width) {
     const std::int64_t grp = col * VA / g.Cg;
     const float mean = a.mean[n * g.G + grp], rstd = a.rstd[n * g.G + grp];
-    float gm[VA], bt[VA];
+    rt::regs<float, VA> gm, bt;
 KGATE_UNROLL
     for (int i = 0; i < VA; ++i) {
       gm[i] = affine ? a.gamma[col * VA + i] : 1.0f;
@@ -419,7 +422,7 @@ KGATE_UNROLL
     for (std::int64_t r0 = row_begin + lane_row; r0 < row_end; r0 += step, px += B * row_stride, py += B * row_stride) {
       const std::int64_t left = row_end - r0;
       const bool full = left > static_cast<std::int64_t>(B - 1) * rows_par;
-      Pack<Tin, VA> pk[B] = {};
+      rt::regs<Pack<Tin, VA>, B> pk = {};
 KGATE_UNROLL
       for (int u = 0; u < B; ++u)
         if (full || static_cast<std::int64_t>(u) * rows_par < left)
@@ -427,7 +430,7 @@ KGATE_UNROLL
 KGATE_UNROLL
       for (int u = 0; u < B; ++u) {
         if (!full && static_cast<std::int64_t>(u) * rows_par >= left) continue;
-        float xv[VA];
+        rt::regs<float, VA> xv;
         unpack_f32<Tin, VA>(pk[u], xv);
         Pack<Tout, VA> out;
 KGATE_UNROLL
@@ -455,14 +458,14 @@ KGATE_KERNEL_BOUNDS(gn_bwd_reduce, kThreads, BwdArgs a) {
   for (int ci = 0; ci < g.col_iters; ++ci) {
     const std::int64_t col = s.col0 + static_cast<std::int64_t>(ci) * g.width;
     const bool mine = s.active && col < cols;
-    float sdy[V], sdyx[V];
+    rt::regs<float, V> sdy, sdyx;
     for (int i = 0; i < V; ++i) sdy[i] = sdyx[i] = 0.0f;
     if (mine) {
       const std::int64_t grp = col * V / g.Cg;
       const float mean = a.mean[n * g.G + grp], rstd = a.rstd[n * g.G + grp];
       for (std::int64_t r = s.row_begin + s.lane_row; r < s.row_end; r += g.rows_par) {
         const std::int64_t off = (n * g.S + r) * g.C + col * V;
-        float x[V], dy[V];
+        rt::regs<float, V> x, dy;
         load_f32<Tin, V>(static_cast<const Tin*>(a.x) + off, x);
         load_f32<Tdy, V>(static_cast<const Tdy*>(a.dy) + off, dy);
         for (int i = 0; i < V; ++i) {
@@ -507,7 +510,7 @@ KGATE_KERNEL_BOUNDS(gn_bwd_finalize, kThreads, BwdArgs a) {
   KGATE_LDS(lds_dyx, float, kThreads);
   float sdy = 0.0f, sdyx = 0.0f;
   for (std::int64_t k0 = t; k0 < g.chunks; k0 += static_cast<std::int64_t>(kThreads) * kFinalizeBatch) {
-    float pdy[kFinalizeBatch], pdyx[kFinalizeBatch];
+    rt::regs<float, kFinalizeBatch> pdy, pdyx;
 KGATE_UNROLL
     for (int b = 0; b < kFinalizeBatch; ++b) {
       const std::int64_t k = k0 + static_cast<std::int64_t>(b) * kThreads;
@@ -590,7 +593,7 @@ KGATE_KERNEL_BOUNDS(gn_bwd_apply, kThreads, BwdArgs a) {
     const float c2 = a.coef[(n * g.G + grp) * 2 + 0], c3 = a.coef[(n * g.G + grp) * 2 + 1];
     for (std::int64_t r = s.row_begin + s.lane_row; r < s.row_end; r += g.rows_par) {
       const std::int64_t off = (n * g.S + r) * g.C + col * V;
-      float x[V], dy[V];
+      rt::regs<float, V> x, dy;
       load_f32<Tin, V>(static_cast<const Tin*>(a.x) + off, x);
       load_f32<Tdy, V>(static_cast<const Tdy*>(a.dy) + off, dy);
       for (int i = 0; i < V; ++i) {

@@ -110,7 +110,7 @@ TEST(Problem, PerAxisKeysSetOneAxis) {
   const ConvProblem s = conv("conv3d.fwd bf16 n1 c1 k1 d8 kd1 sd2");
   EXPECT_EQ(s.stride, (Axis3{2, 1, 1}));
   EXPECT_EQ(s.y_dims(), (Dims{1, 4, 8, 8, 1}));
-  EXPECT_EQ(to_descriptor(s), "conv3d.fwd bf16 n1 c1 k1 d8 kd1 sd2 sh1 sw1");
+  EXPECT_EQ(to_descriptor(s), "conv3d.fwd bf16:bf16 n1 c1 k1 d8 kd1 sd2 sh1 sw1");
   EXPECT_EQ(conv("conv3d.fwd bf16 n1 c1 k1 d8 kd2 dild2").dilation, (Axis3{2, 1, 1}));
   EXPECT_EQ(conv("conv3d.fwd bf16 n1 c1 k1 d8 kd2 dilw3").dilation, (Axis3{1, 1, 3}));
   EXPECT_EQ(conv("conv_transpose3d.fwd bf16 n1 c1 k1 d8 kd2 s2 opd1").output_padding, (Axis3{1, 0, 0}));
@@ -253,9 +253,16 @@ TEST(Problem, ShapeForms) {
 
 TEST(Problem, DescriptorCanonicalForms) {
   EXPECT_EQ(to_descriptor(parse_descriptor("conv3d.fwd bf16 n1 c64 k64 d128 h128 w128 kd3 s1 p1")),
-            "conv3d.fwd bf16 n1 c64 k64 d128 kd3 p1");
+            "conv3d.fwd bf16:bf16 n1 c64 k64 d128 kd3 p1");
+  // A bare low-precision dtype means different outputs for the two operators,
+  // so the canonical form spells both sides.
   EXPECT_EQ(to_descriptor(parse_descriptor("groupnorm.fwd bf16 n1 c64 g8 d128 relu")),
-            "groupnorm.fwd bf16 n1 c64 g8 d128 relu");
+            "groupnorm.fwd bf16:fp32 n1 c64 g8 d128 relu");
+  EXPECT_EQ(to_descriptor(parse_descriptor("conv3d.fwd fp16 n1 c4 k4 d8 kd3")), "conv3d.fwd fp16:fp16 n1 c4 k4 d8 kd3");
+  EXPECT_EQ(to_descriptor(parse_descriptor("groupnorm.bwd fp16 n1 c4 g2 d8")), "groupnorm.bwd fp16:fp32 n1 c4 g2 d8");
+  EXPECT_EQ(to_descriptor(parse_descriptor("conv3d.fwd fp32 n1 c4 k4 d8 kd3")), "conv3d.fwd fp32 n1 c4 k4 d8 kd3");
+  EXPECT_EQ(canonical_descriptor("conv3d.fwd bf16 n1 c4 k4 d8 kd3 s1"), "conv3d.fwd bf16:bf16 n1 c4 k4 d8 kd3");
+  EXPECT_EQ(canonical_descriptor("conv3d.fwd bf16 n1 c4 k4 d2 kd5"), std::nullopt);
   EXPECT_EQ(to_descriptor(parse_descriptor("groupnorm.bwd bf16:bf16 n1 c64 g8 d4 eps1e-3 noaffine")),
             "groupnorm.bwd bf16:bf16 n1 c64 g8 d4 eps0.001 noaffine");
   EXPECT_EQ(to_descriptor(parse_descriptor("conv3d.fwd bf16:bf16:fp64 n1 c4 k4 d8 h7 w6 kd3 pd0:1 ph1 pw1")),
@@ -305,7 +312,7 @@ TEST(Problem, DescriptorAndJsonRoundTrip) {
     const Problem r = problem_from_json(nlohmann::json::parse(to_json(p).dump()));
     ASSERT_EQ(std::get<ConvProblem>(r), std::get<ConvProblem>(p)) << d;
   }
-  for (const char* d : {"groupnorm.fwd bf16 n1 c64 g8 d128 relu", "groupnorm.bwd fp16:fp16 n2 c6 g3 d2 h3 w5 eps1e-06 noaffine",
+  for (const char* d : {"groupnorm.fwd bf16:fp32 n1 c64 g8 d128 relu", "groupnorm.bwd fp16:fp16 n2 c6 g3 d2 h3 w5 eps1e-06 noaffine",
                         "groupnorm.fwd fp32 n1 c1 g1 d1"}) {
     const Problem p = parse_descriptor(d);
     EXPECT_EQ(to_descriptor(p), d);

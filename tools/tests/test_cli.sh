@@ -12,7 +12,7 @@ expect 2 'g: must divide the input channels' -- "$kgate" desc "conv3d.fwd bf16 n
 expect 2 "descriptor: token 'zz9'" -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d8 kd3 zz9"
 expect 2 'd: output extent along d must be >= 1' -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d2 kd5"
 expect 2 'opd: must be in \[0, max\(stride, dilation\)' -- "$kgate" desc "conv_transpose3d.fwd bf16 n1 c4 k4 d8 kd2 s2 op2"
-expect 0 '^conv3d.fwd bf16 n1 c4 k4 d8 kd3 p1$' -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d8 kd3 s1 p1"
+expect 0 '^conv3d.fwd bf16:bf16 n1 c4 k4 d8 kd3 p1$' -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d8 kd3 s1 p1"
 expect 2 'fill: unknown generator' -- "$kgate" gen "conv3d.fwd bf16 n1 c4 k4 d8 kd3" --fill gauss --out "$tmp/g"
 expect 2 'fill.run: must be an integer >= 1' -- "$kgate" check "conv3d.bwd_weight fp32 n1 c4 k4 d5 kd1" --fill combine:run=0
 expect 2 "fill: combine probes a convolution's split" -- "$kgate" check "groupnorm.fwd fp32 n1 c4 g2 d2" --fill combine
@@ -53,7 +53,7 @@ ls "$tmp/in" | grep -q '\.tmp\.' && { echo "FAIL: temporary files left"; fails=$
 # --- reference hardening (descriptor, counts, .npy, JSON) ------------------
 # Per-axis keys set one axis: sd2 halves D only.
 expect 0 'out y bf16 1x4x8x8x1' -- "$kgate" desc "conv3d.fwd bf16 n1 c1 k1 d8 kd1 sd2"
-expect 0 '^conv3d.fwd bf16 n1 c1 k1 d8 kd2 dild2 dilh1 dilw1$' -- "$kgate" desc "conv3d.fwd bf16 n1 c1 k1 d8 kd2 dild2"
+expect 0 '^conv3d.fwd bf16:bf16 n1 c1 k1 d8 kd2 dild2 dilh1 dilw1$' -- "$kgate" desc "conv3d.fwd bf16 n1 c1 k1 d8 kd2 dild2"
 # Errors name descriptor tokens; kd is required.
 expect 2 '^kgate: error: kw: must be in \[1, 1024\], got 0' -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d8 kd3 kw0"
 expect 2 'missing kd' -- "$kgate" desc "conv3d.fwd bf16 n1 c4 k4 d8"
@@ -141,7 +141,7 @@ expect 2 "kgate: error: environment: .*KGATE_HOST_THREADS='abc' is not valid" --
 expect 2 "KGATE_ELEMENT_THREADS: must be an integer in \[1, 1024\], got '0'" -- env KGATE_ELEMENT_THREADS=0 "$kgate" check "$G"
 # Memory: a problem that does not fit is refused before it runs, with the
 # numbers; a real allocation failure is an error of the run, never "failed".
-expect 2 "memory: the run needs about [0-9]+ MiB \(largest problem 'groupnorm.fwd bf16 n1 c64 g8 d128 relu': [0-9]+ MiB\) but 0 MiB is allowed \(--memory-limit\)" -- \
+expect 2 "memory: the run needs about [0-9]+ MiB \(largest problem 'groupnorm.fwd bf16:fp32 n1 c64 g8 d128 relu': [0-9]+ MiB\) but 0 MiB is allowed \(--memory-limit\)" -- \
   "$kgate" check "groupnorm.fwd bf16 n1 c64 g8 d128 relu" --memory-limit 1000000
 expect 2 'memory: the run needs about .*\(--memory-limit\)' -- "$kgate" verify --full --filter op=groupnorm --memory-limit 1000 --report "$tmp/m.json"
 [[ -e "$tmp/m.json" ]] && { echo "FAIL: a report was written for a refused run"; fails=$((fails + 1)); }

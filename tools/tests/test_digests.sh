@@ -15,7 +15,7 @@ source "$(dirname "$0")/expect.sh"
 # the atoms' own) and a GroupNorm: the first differs between the two
 # emulated targets.
 mma="conv3d.fwd bf16:fp32 n1 c16 k16 d8 kd3 p1"
-gn="groupnorm.fwd bf16 n1 c16 g4 d4"
+gn="groupnorm.fwd bf16:fp32 n1 c16 g4 d4"
 other="conv3d.fwd bf16 n1 c8 k8 d6 kd3 p1"
 export KGATE_HOST_TARGET=gfx942
 expect 0 "OK: 2 of 2 problem\(s\) ran" -- "$kgate" digests "$mma" "$gn" --out "$tmp/gfx942.json"

@@ -47,7 +47,7 @@ done
 expect 1 "^untrusted: y: no fill verified it" -- "$kgate" check "conv3d.fwd bf16 n1 c4 k4 d2 kd3 p20" --progress 0
 # The same through verify on a one-problem corpus.
 one_problem_corpus "conv3d.fwd bf16 n1 c4 k4 d2 kd3 p20" "$tmp/p20.json"
-expect 1 "untrusted .*conv3d.fwd bf16 n1 c4 k4 d2 kd3 p20" -- \
+expect 1 "untrusted .*conv3d.fwd bf16:bf16 n1 c4 k4 d2 kd3 p20" -- \
   "$kgate" verify --corpus "$tmp/p20.json" --config A --bitwise '' --report "$tmp/r.json" --junit ''
 grep -q '"failures": 1' "$tmp/r.json" || { echo "FAIL: verify's report does not count the untrusted problem"; fails=$((fails + 1)); }
 # The trust line counts an all-zero candidate's zeros.
@@ -146,7 +146,7 @@ expect 2 "problems\[1\]: duplicates problems\[0\]" -- "$kgate" verify --corpus "
 # bwd_data has no bias tensor: one problem, one name.
 expect 2 "^kgate: error: bias: bwd_data has no bias tensor" -- "$kgate" check "conv3d.bwd_data bf16 n1 c4 k4 d8 kd3 p1 bias"
 # Repro lines name the binary that ran and the environment that changed it.
-expect 1 "repro: KGATE_HOST_TARGET=sm90 $(readlink -f "$kgate") check 'conv3d.fwd bf16 n1 c4 k4 d8 kd3 p1' --fill lattice:density=1e-09" -- \
+expect 1 "repro: KGATE_HOST_TARGET=sm90 $(readlink -f "$kgate") check 'conv3d.fwd bf16:bf16 n1 c4 k4 d8 kd3 p1' --fill lattice:density=1e-09" -- \
   env KGATE_HOST_TARGET=sm90 "$kgate" check "$D" --fill lattice:density=1e-9 --progress 0
 
 # --- isa ----------------------------------------------------------------------
@@ -179,5 +179,16 @@ if [[ -n "$kcuda" && -x "$kcuda" ]]; then
     expect 2 "$no_driver" -- "$kcuda" bitwise run
   fi
 fi
+
+# The census's interpreter: a Python error or a missing module is the
+# environment's (exit 2), never "the census differs" (1), and writes nothing.
+printf '#!/bin/sh\nexit 1\n' > "$tmp/py_crash"
+printf '#!/bin/sh\nexec python3 -S "$@"\n' > "$tmp/py_bare"
+chmod +x "$tmp/py_crash" "$tmp/py_bare"
+expect 2 "^kgate: error: environment: the census run by .*py_crash failed \(exit 1" -- \
+  env KGATE_PYTHON="$tmp/py_crash" "$kgate" census make --out "$tmp/census.json"
+expect 2 "^kgate: error: environment: the census needs PyTorch and numpy for .*py_bare" -- \
+  env KGATE_PYTHON="$tmp/py_bare" "$kgate" census make --out "$tmp/census.json"
+[[ ! -e "$tmp/census.json" ]] || { echo "FAIL: a census run that failed wrote --out"; fails=$((fails + 1)); }
 
 finish

@@ -186,7 +186,7 @@ def main(argv=None):
         if old != text:
             print(f"kgate.census: {a.out} differs from the census; run `python3 -m kgate.census --out {a.out}`",
                   file=sys.stderr)
-            return 1
+            return 3  # not 1: an uncaught Python error exits 1, and that is not "differs"
         print(f"kgate.census: {a.out} is current", file=sys.stderr)
         return 0
     if a.out == "-":
