@@ -233,6 +233,35 @@ KGATE_CUDA_MMA_K8(mma_m16n8k8_f16, "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16
 #undef KGATE_CUDA_MMA_K16
 #undef KGATE_CUDA_MMA_K8
 
+// ldmatrix: N 8x8 matrices of 16-bit elements from LDS into N registers per
+// lane (Trans: each matrix transposed); lane l gives the address of row l % 8
+// of matrix l / 8. rt::mma's LDS fragment loads use it where an atom's
+// fragment layout is ldmatrix's (a kernel calls rt::mma, not this).
+template <int N, bool Trans>
+__device__ inline void ldmatrix(unsigned (&r)[N], const void* row) {
+  static_assert(N == 1 || N == 2 || N == 4, "ldmatrix loads 1, 2 or 4 matrices");
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  if constexpr (Trans) {
+    if constexpr (N == 4)
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                   : "r"(addr));
+    else if constexpr (N == 2)
+      asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+    else
+      asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(addr));
+  } else {
+    if constexpr (N == 4)
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                   : "r"(addr));
+    else if constexpr (N == 2)
+      asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+    else
+      asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(addr));
+  }
+}
+
 // ===========================================================================
 // 9. Memory
 namespace detail {

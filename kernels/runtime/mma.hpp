@@ -388,7 +388,8 @@ KGATE_DEVICE b_frag<Atom> load_b_run(F&& at) {
 // at(k, j) = l[base + k*pitch + j] (N contiguous). base and pitch are
 // multiples of 8 elements (16-byte rows; the host checks).
 // CUDA reads an atom whose layout ldmatrix produces (ldmatrix_fits) with one
-// ldmatrix per fragment (.trans for the K-major forms); the other backends,
+// ldmatrix per fragment (.trans for the K-major forms; the instruction is the
+// CUDA backend's rt::ldmatrix, as every instruction is a backend's); the other backends,
 // and CUDA for other atoms, read the atom's K runs by coordinate, at most 8
 // bytes at a time (K-major: element by element). Every backend returns the
 // same values.
@@ -443,30 +444,8 @@ KGATE_DEVICE Frag load_lds(const lds_array<std::uint16_t>& l, int base, int pitc
     constexpr int n = L.regs() / 2;
     const int lane = lane_id();
     const coord o = stored<Op, KMajor>(L(0, 2 * ((lane / 8) % n)));
-    const unsigned addr =
-        static_cast<unsigned>(__cvta_generic_to_shared(l.data() + base + (o.row + lane % 8) * pitch + o.col));
     unsigned r[n];
-    if constexpr (KMajor) {
-      if constexpr (n == 4)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(addr));
-      else if constexpr (n == 2)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
-                     : "=r"(r[0]), "=r"(r[1])
-                     : "r"(addr));
-      else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(addr));
-    } else {
-      if constexpr (n == 4)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(addr));
-      else if constexpr (n == 2)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
-      else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(addr));
-    }
+    kgate::rt::ldmatrix<n, KMajor>(r, l.data() + base + (o.row + lane % 8) * pitch + o.col);
     Frag f;
     memcpy(f.v, r, sizeof r);
     return f;
