@@ -307,141 +307,48 @@ struct OnceHint {
 // load_wide / store_wide / load_once / store_once: device_common.hpp.
 
 // ===========================================================================
-// 10. Streams and events
-class Stream {
- public:
-  Stream() { detail::check(cudaStreamCreate(&s_), "cudaStreamCreate"); }
-  // concurrent: the stream does not synchronise with the default stream, so
-  // its work overlaps the default stream's (the determinism audit's noise).
-  explicit Stream(bool concurrent) {
-    detail::check(cudaStreamCreateWithFlags(&s_, concurrent ? cudaStreamNonBlocking : cudaStreamDefault),
-                  "cudaStreamCreateWithFlags");
-  }
-  ~Stream() { (void)cudaStreamDestroy(s_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  void synchronize() { detail::check(cudaStreamSynchronize(s_), "cudaStreamSynchronize"); }
-  cudaStream_t native() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
-
-namespace detail {
-// The stream a Graph is capturing on this thread (null: none). While one
-// is, every operation that names no stream goes to it and is captured.
-inline cudaStream_t& capture_stream() {
-  static thread_local cudaStream_t s = nullptr;
-  return s;
+// 10. Streams and events: gpu_streams.hpp over this vendor shim.
+namespace vendor {
+using error_t = cudaError_t;
+using stream_t = cudaStream_t;
+using event_t = cudaEvent_t;
+using graph_t = cudaGraph_t;
+using graph_exec_t = cudaGraphExec_t;
+inline std::string call(const char* what) { return std::string("cuda") + what; }
+inline error_t stream_create(stream_t* s) { return cudaStreamCreate(s); }
+inline error_t stream_create_with_flags(stream_t* s, bool concurrent) {
+  return cudaStreamCreateWithFlags(s, concurrent ? cudaStreamNonBlocking : cudaStreamDefault);
 }
-inline cudaStream_t native(Stream* s) { return s ? s->native() : capture_stream(); }
-}  // namespace detail
-
-// While a StreamScope lives on a host thread, every operation that thread
-// issues without naming a stream goes to `native` (a caller's stream, e.g.
-// PyTorch's current one through kgate's C ABI), and is captured with it
-// when that stream is capturing a graph. A null `native` changes nothing.
-class StreamScope {
- public:
-  explicit StreamScope(void* native) : prev_(detail::capture_stream()) {
-    if (native) detail::capture_stream() = static_cast<cudaStream_t>(native);
-  }
-  ~StreamScope() { detail::capture_stream() = prev_; }
-  StreamScope(const StreamScope&) = delete;
-  StreamScope& operator=(const StreamScope&) = delete;
-
- private:
-  cudaStream_t prev_;
-};
-
-class Event {
- public:
-  Event() { detail::check(cudaEventCreate(&e_), "cudaEventCreate"); }
-  ~Event() { (void)cudaEventDestroy(e_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  void record(Stream* s = nullptr) { detail::check(cudaEventRecord(e_, detail::native(s)), "cudaEventRecord"); }
-  void synchronize() const { detail::check(cudaEventSynchronize(e_), "cudaEventSynchronize"); }
-  friend float elapsed_ms(const Event& start, const Event& stop) {
-    float ms = 0.0f;
-    detail::check(cudaEventElapsedTime(&ms, start.e_, stop.e_), "cudaEventElapsedTime");
-    return ms;
-  }
-
- private:
-  cudaEvent_t e_ = nullptr;
-};
-
-float elapsed_ms(const Event& start, const Event& stop);
-
-inline void device_synchronize() { detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
-
-// A launch sequence recorded once and replayed as one unit (CUDA graph), so
-// that no host launch gap lies between its kernels. The constructor calls
-// `record` with every operation this thread issues without naming a stream
-// captured instead of run; replay() runs the captured work on the default
-// stream, in order with the work around it. `record` may only launch kernels
-// and issue fills and device-to-device copies (no synchronisation).
-inline constexpr bool has_graphs = true;
-class Graph {
- public:
-  template <class F>
-  explicit Graph(F&& record) {
-    Stream s(true);  // the legacy default stream cannot be captured
-    detail::check(cudaStreamBeginCapture(s.native(), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-    detail::capture_stream() = s.native();
-    cudaGraph_t g = nullptr;
-    try {
-      record();
-    } catch (...) {
-      detail::capture_stream() = nullptr;
-      (void)cudaStreamEndCapture(s.native(), &g);
-      if (g) (void)cudaGraphDestroy(g);
-      throw;
-    }
-    detail::capture_stream() = nullptr;
-    detail::check(cudaStreamEndCapture(s.native(), &g), "cudaStreamEndCapture");
-    const auto e = cudaGraphInstantiate(&exec_, g, 0);
-    (void)cudaGraphDestroy(g);
-    detail::check(e, "cudaGraphInstantiate");
-  }
-  ~Graph() {
-    if (exec_) (void)cudaGraphExecDestroy(exec_);
-  }
-  Graph(const Graph&) = delete;
-  Graph& operator=(const Graph&) = delete;
-  void replay() { detail::check(cudaGraphLaunch(exec_, nullptr), "cudaGraphLaunch"); }
-
- private:
-  cudaGraphExec_t exec_ = nullptr;
-};
-
-// Copies and fills (section 9) on a stream: asynchronous on a stream,
-// synchronous on the default one (asynchronous while a Graph captures).
-inline void copy_h2d(void* dst, const void* src, std::size_t bytes, Stream* s) {
-  if (s || detail::capture_stream())
-    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, detail::native(s)), "cudaMemcpyAsync(h2d)");
-  else
-    detail::check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(h2d)");
+inline error_t stream_destroy(stream_t s) { return cudaStreamDestroy(s); }
+inline error_t stream_synchronize(stream_t s) { return cudaStreamSynchronize(s); }
+inline error_t event_create(event_t* e) { return cudaEventCreate(e); }
+inline error_t event_destroy(event_t e) { return cudaEventDestroy(e); }
+inline error_t event_record(event_t e, stream_t s) { return cudaEventRecord(e, s); }
+inline error_t event_synchronize(event_t e) { return cudaEventSynchronize(e); }
+inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return cudaEventElapsedTime(ms, a, b); }
+inline error_t device_synchronize() { return cudaDeviceSynchronize(); }
+inline error_t begin_capture(stream_t s) { return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal); }
+inline error_t end_capture(stream_t s, graph_t* g) { return cudaStreamEndCapture(s, g); }
+inline error_t graph_instantiate(graph_exec_t* e, graph_t g) { return cudaGraphInstantiate(e, g, 0); }
+inline error_t graph_destroy(graph_t g) { return cudaGraphDestroy(g); }
+inline error_t graph_exec_destroy(graph_exec_t e) { return cudaGraphExecDestroy(e); }
+inline error_t graph_launch(graph_exec_t e) { return cudaGraphLaunch(e, nullptr); }
+enum class copy_kind { h2d, d2h, d2d };
+inline cudaMemcpyKind native_kind(copy_kind k) {
+  return k == copy_kind::h2d ? cudaMemcpyHostToDevice : k == copy_kind::d2h ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
 }
-inline void copy_d2h(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr) {
-  if (s || detail::capture_stream())
-    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, detail::native(s)), "cudaMemcpyAsync(d2h)");
-  else
-    detail::check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy(d2h)");
+inline error_t memcpy_async(void* d, const void* s, std::size_t n, copy_kind k, stream_t st) {
+  return cudaMemcpyAsync(d, s, n, native_kind(k), st);
 }
-inline void copy_d2d(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr) {
-  if (s || detail::capture_stream())
-    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, detail::native(s)), "cudaMemcpyAsync(d2d)");
-  else
-    detail::check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy(d2d)");
-}
-inline void device_memset(void* dst, int byte, std::size_t bytes, Stream* s = nullptr) {
-  if (s || detail::capture_stream())
-    detail::check(cudaMemsetAsync(dst, byte, bytes, detail::native(s)), "cudaMemsetAsync");
-  else
-    detail::check(cudaMemset(dst, byte, bytes), "cudaMemset");
-}
+inline error_t memcpy_sync(void* d, const void* s, std::size_t n, copy_kind k) { return cudaMemcpy(d, s, n, native_kind(k)); }
+inline error_t memset_async(void* d, int byte, std::size_t n, stream_t st) { return cudaMemsetAsync(d, byte, n, st); }
+inline error_t memset_sync(void* d, int byte, std::size_t n) { return cudaMemset(d, byte, n); }
+}  // namespace vendor
+}  // namespace kgate::rt
+
+#include "kernels/runtime/gpu_streams.hpp"
+
+namespace kgate::rt {
 
 // ===========================================================================
 // 11. Launch

@@ -254,140 +254,48 @@ struct OnceHint {
 // load_wide / store_wide / load_once / store_once: device_common.hpp.
 
 // ===========================================================================
-// 10. Streams and events
-class Stream {
- public:
-  Stream() { detail::check(hipStreamCreate(&s_), "hipStreamCreate"); }
-  // concurrent: does not synchronise with the default stream (cuda_backend.hpp).
-  explicit Stream(bool concurrent) {
-    detail::check(hipStreamCreateWithFlags(&s_, concurrent ? hipStreamNonBlocking : hipStreamDefault),
-                  "hipStreamCreateWithFlags");
-  }
-  ~Stream() { (void)hipStreamDestroy(s_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  void synchronize() { detail::check(hipStreamSynchronize(s_), "hipStreamSynchronize"); }
-  hipStream_t native() const { return s_; }
-
- private:
-  hipStream_t s_ = nullptr;
-};
-
-namespace detail {
-// The stream a Graph is capturing on this thread (null: none). While one
-// is, every operation that names no stream goes to it and is captured.
-inline hipStream_t& capture_stream() {
-  static thread_local hipStream_t s = nullptr;
-  return s;
+// 10. Streams and events: gpu_streams.hpp over this vendor shim.
+namespace vendor {
+using error_t = hipError_t;
+using stream_t = hipStream_t;
+using event_t = hipEvent_t;
+using graph_t = hipGraph_t;
+using graph_exec_t = hipGraphExec_t;
+inline std::string call(const char* what) { return std::string("hip") + what; }
+inline error_t stream_create(stream_t* s) { return hipStreamCreate(s); }
+inline error_t stream_create_with_flags(stream_t* s, bool concurrent) {
+  return hipStreamCreateWithFlags(s, concurrent ? hipStreamNonBlocking : hipStreamDefault);
 }
-inline hipStream_t native(Stream* s) { return s ? s->native() : capture_stream(); }
-}  // namespace detail
-
-// While a StreamScope lives on a host thread, every operation that thread
-// issues without naming a stream goes to `native` (a caller's stream, e.g.
-// PyTorch's current one through kgate's C ABI), and is captured with it
-// when that stream is capturing a graph. A null `native` changes nothing.
-class StreamScope {
- public:
-  explicit StreamScope(void* native) : prev_(detail::capture_stream()) {
-    if (native) detail::capture_stream() = static_cast<hipStream_t>(native);
-  }
-  ~StreamScope() { detail::capture_stream() = prev_; }
-  StreamScope(const StreamScope&) = delete;
-  StreamScope& operator=(const StreamScope&) = delete;
-
- private:
-  hipStream_t prev_;
-};
-
-class Event {
- public:
-  Event() { detail::check(hipEventCreate(&e_), "hipEventCreate"); }
-  ~Event() { (void)hipEventDestroy(e_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  void record(Stream* s = nullptr) { detail::check(hipEventRecord(e_, detail::native(s)), "hipEventRecord"); }
-  void synchronize() const { detail::check(hipEventSynchronize(e_), "hipEventSynchronize"); }
-  friend float elapsed_ms(const Event& start, const Event& stop) {
-    float ms = 0.0f;
-    detail::check(hipEventElapsedTime(&ms, start.e_, stop.e_), "hipEventElapsedTime");
-    return ms;
-  }
-
- private:
-  hipEvent_t e_ = nullptr;
-};
-
-float elapsed_ms(const Event& start, const Event& stop);
-
-inline void device_synchronize() { detail::check(hipDeviceSynchronize(), "hipDeviceSynchronize"); }
-
-// A launch sequence recorded once and replayed as one unit (HIP graph), so
-// that no host launch gap lies between its kernels. The constructor calls
-// `record` with every operation this thread issues without naming a stream
-// captured instead of run; replay() runs the captured work on the default
-// stream, in order with the work around it. `record` may only launch kernels
-// and issue fills and device-to-device copies (no synchronisation).
-inline constexpr bool has_graphs = true;
-class Graph {
- public:
-  template <class F>
-  explicit Graph(F&& record) {
-    Stream s(true);  // the legacy default stream cannot be captured
-    detail::check(hipStreamBeginCapture(s.native(), hipStreamCaptureModeThreadLocal), "hipStreamBeginCapture");
-    detail::capture_stream() = s.native();
-    hipGraph_t g = nullptr;
-    try {
-      record();
-    } catch (...) {
-      detail::capture_stream() = nullptr;
-      (void)hipStreamEndCapture(s.native(), &g);
-      if (g) (void)hipGraphDestroy(g);
-      throw;
-    }
-    detail::capture_stream() = nullptr;
-    detail::check(hipStreamEndCapture(s.native(), &g), "hipStreamEndCapture");
-    const auto e = hipGraphInstantiate(&exec_, g, nullptr, nullptr, 0);
-    (void)hipGraphDestroy(g);
-    detail::check(e, "hipGraphInstantiate");
-  }
-  ~Graph() {
-    if (exec_) (void)hipGraphExecDestroy(exec_);
-  }
-  Graph(const Graph&) = delete;
-  Graph& operator=(const Graph&) = delete;
-  void replay() { detail::check(hipGraphLaunch(exec_, nullptr), "hipGraphLaunch"); }
-
- private:
-  hipGraphExec_t exec_ = nullptr;
-};
-
-// Copies and fills (section 9) on a stream: asynchronous on a stream,
-// synchronous on the default one (asynchronous while a Graph captures).
-inline void copy_h2d(void* dst, const void* src, std::size_t bytes, Stream* s) {
-  if (s || detail::capture_stream())
-    detail::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyHostToDevice, detail::native(s)), "hipMemcpyAsync(h2d)");
-  else
-    detail::check(hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice), "hipMemcpy(h2d)");
+inline error_t stream_destroy(stream_t s) { return hipStreamDestroy(s); }
+inline error_t stream_synchronize(stream_t s) { return hipStreamSynchronize(s); }
+inline error_t event_create(event_t* e) { return hipEventCreate(e); }
+inline error_t event_destroy(event_t e) { return hipEventDestroy(e); }
+inline error_t event_record(event_t e, stream_t s) { return hipEventRecord(e, s); }
+inline error_t event_synchronize(event_t e) { return hipEventSynchronize(e); }
+inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return hipEventElapsedTime(ms, a, b); }
+inline error_t device_synchronize() { return hipDeviceSynchronize(); }
+inline error_t begin_capture(stream_t s) { return hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal); }
+inline error_t end_capture(stream_t s, graph_t* g) { return hipStreamEndCapture(s, g); }
+inline error_t graph_instantiate(graph_exec_t* e, graph_t g) { return hipGraphInstantiate(e, g, nullptr, nullptr, 0); }
+inline error_t graph_destroy(graph_t g) { return hipGraphDestroy(g); }
+inline error_t graph_exec_destroy(graph_exec_t e) { return hipGraphExecDestroy(e); }
+inline error_t graph_launch(graph_exec_t e) { return hipGraphLaunch(e, nullptr); }
+enum class copy_kind { h2d, d2h, d2d };
+inline hipMemcpyKind native_kind(copy_kind k) {
+  return k == copy_kind::h2d ? hipMemcpyHostToDevice : k == copy_kind::d2h ? hipMemcpyDeviceToHost : hipMemcpyDeviceToDevice;
 }
-inline void copy_d2h(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr) {
-  if (s || detail::capture_stream())
-    detail::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, detail::native(s)), "hipMemcpyAsync(d2h)");
-  else
-    detail::check(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost), "hipMemcpy(d2h)");
+inline error_t memcpy_async(void* d, const void* s, std::size_t n, copy_kind k, stream_t st) {
+  return hipMemcpyAsync(d, s, n, native_kind(k), st);
 }
-inline void copy_d2d(void* dst, const void* src, std::size_t bytes, Stream* s = nullptr) {
-  if (s || detail::capture_stream())
-    detail::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, detail::native(s)), "hipMemcpyAsync(d2d)");
-  else
-    detail::check(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToDevice), "hipMemcpy(d2d)");
-}
-inline void device_memset(void* dst, int byte, std::size_t bytes, Stream* s = nullptr) {
-  if (s || detail::capture_stream())
-    detail::check(hipMemsetAsync(dst, byte, bytes, detail::native(s)), "hipMemsetAsync");
-  else
-    detail::check(hipMemset(dst, byte, bytes), "hipMemset");
-}
+inline error_t memcpy_sync(void* d, const void* s, std::size_t n, copy_kind k) { return hipMemcpy(d, s, n, native_kind(k)); }
+inline error_t memset_async(void* d, int byte, std::size_t n, stream_t st) { return hipMemsetAsync(d, byte, n, st); }
+inline error_t memset_sync(void* d, int byte, std::size_t n) { return hipMemset(d, byte, n); }
+}  // namespace vendor
+}  // namespace kgate::rt
+
+#include "kernels/runtime/gpu_streams.hpp"
+
+namespace kgate::rt {
 
 // ===========================================================================
 // 11. Launch
