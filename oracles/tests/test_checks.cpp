@@ -17,6 +17,8 @@
 namespace kgate::oracle {
 namespace {
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 using sim::ConvCase;
 using sim::Order;
 using sim::Strategy;
@@ -112,6 +114,55 @@ TEST(OracleChecks, Tier2FailsJustAboveTheBoundAndPassesJustBelow) {
   EXPECT_EQ(r.tier2.state, State::failed);
   EXPECT_EQ(r.state, State::failed);
   EXPECT_EQ(r.tier2.worst[0].index, 3);
+}
+
+// gamma_D(u) with D*u >= 1 (an fp32 sum of 2^24 terms in an unknown order)
+// is +Inf, and Inf * 0 is NaN: such a "bound" neither passes nor fails a
+// kernel. Tier 2 does not apply; with no other tier the output is not
+// verified (untrusted), whatever the candidate holds.
+TEST(OracleChecks, InfiniteBoundIsNotApplicableNeverPassedOrFailed) {
+  ASSERT_TRUE(std::isinf(gamma(std::ldexp(1.0, 24), std::ldexp(1.0, -24))));
+  ElementwiseCheck c = core();
+  c.depth = std::int64_t{1} << 24;
+  c.u_acc = std::ldexp(1.0, -24);
+  c.bound2 = {kInf, kInf, std::numeric_limits<double>::quiet_NaN(), kInf};
+  const Tensor ref = tensor(DType::fp64, {1, 2, 0, 4});
+  for (const Tensor& cand : {tensor(DType::fp32, {1, 2, 0, 4}), tensor(DType::fp32, {1, 2, 0.5, 40})}) {
+    const Report r = decide(c, ref, cand);
+    EXPECT_EQ(r.tier2.state, State::not_applicable);
+    EXPECT_EQ(r.tier2.violations, 0);
+    EXPECT_NE(r.tier2.reason.find("no finite rigorous bound"), std::string::npos) << r.tier2.reason;
+    EXPECT_EQ(r.trust.state, State::untrusted);
+    EXPECT_TRUE(r.trust.proves_nothing);
+    EXPECT_NE(r.trust.reason.find("no tier bounds this comparison"), std::string::npos) << r.trust.reason;
+    EXPECT_EQ(r.state, State::untrusted);
+  }
+  // An infinite candidate is no longer excused by an infinite "bound".
+  const Report inf = decide(c, ref, tensor(DType::fp32, {1, 2, 0, kInf}));
+  EXPECT_EQ(inf.specials.state, State::failed);
+  EXPECT_EQ(inf.state, State::failed);
+  // One finite element does not make the others bounded.
+  c.bound2 = {1.0, 1.0, 1.0, kInf};
+  EXPECT_EQ(decide(c, ref, tensor(DType::fp32, {1, 2, 0, 4})).tier2.state, State::not_applicable);
+}
+
+// Tier 1 still verifies a lattice fill where tier 2 has no bound: exact is
+// exact in any order. An element tier 1 excludes stays unverified.
+TEST(OracleChecks, Tier1AloneVerifiesWhereNoRigorousBoundExists) {
+  ElementwiseCheck c = core();
+  c.bound2.assign(4, kInf);
+  c.exact_ok.assign(4, 1);
+  const Tensor ref = tensor(DType::fp64, {1, 2, 3, 4});
+  Report r = decide(c, ref, tensor(DType::fp32, {1, 2, 3, 4}));
+  EXPECT_EQ(r.tier1.state, State::passed);
+  EXPECT_EQ(r.tier2.state, State::not_applicable);
+  EXPECT_EQ(r.state, State::passed) << to_table(r);
+  r = decide(c, ref, tensor(DType::fp32, {1, 2, 3, 4.5}));
+  EXPECT_EQ(r.state, State::failed);
+  c.exact_ok[3] = 0;
+  r = decide(c, ref, tensor(DType::fp32, {1, 2, 3, 4}));
+  EXPECT_EQ(r.state, State::untrusted);
+  EXPECT_NE(r.trust.reason.find("tier 1 checked 3 of 4"), std::string::npos) << r.trust.reason;
 }
 
 TEST(OracleChecks, Tier3FailsInsideTheTier2Bound) {
