@@ -102,16 +102,35 @@ void exec_atom(const WaveGroup& g) {
       Ae[i][k] = A[i][k].e;
       a_special[i] |= A[i][k].cls != 0;
     }
+  // B also k-major for the cdna3 rows (nm::detail::cdna3_group_cols).
+  std::int32_t BmT[K][N], BeT[K][N];
   for (int j = 0; j < N; ++j)
     for (int k = 0; k < K; ++k) {
-      Bm[j][k] = B[j][k].m;
-      Be[j][k] = B[j][k].e;
+      Bm[j][k] = BmT[k][j] = B[j][k].m;
+      Be[j][k] = BeT[k][j] = B[j][k].e;
       b_special[j] |= B[j][k].cls != 0;
     }
   constexpr int F = frac_bits<Atom>(MfmaModel::cdna3);
   constexpr int group = Atom::type == MmaType::xf32 ? 4 : 8;
+  constexpr bool cdna3_rows = !is_f32 && Atom::target == Target::gfx942;
   for (int i = 0; i < M; ++i) {
+    // A finite row: every column's groups at once; the columns that hold an
+    // Inf or NaN (in B or C) are redone by the general path below.
+    bool row_done = false;
+    if constexpr (cdna3_rows) {
+      if (model == MfmaModel::cdna3 && !a_special[i]) {
+        for (int j = 0; j < N; ++j) D[i][j] = C[i][j];
+        for (int k0 = 0; k0 < K; k0 += group)
+          nm::detail::cdna3_group_cols<group, F, N>(Am[i] + k0, Ae[i] + k0, &BmT[k0][0], &BeT[k0][0], D[i]);
+        row_done = true;
+      }
+    }
     for (int j = 0; j < N; ++j) {
+      if (row_done) {
+        if (b_special[j] || nm::decode_f32(C[i][j]).cls != 0)
+          D[i][j] = nm::cdna3_dot(A[i], B[j], K, group, F, C[i][j]);
+        continue;
+      }
       if (model == MfmaModel::exact) {
         D[i][j] = nm::exact_dot(A[i], B[j], K, frac_bits<Atom>(MfmaModel::exact), C[i][j]);
         continue;

@@ -166,38 +166,64 @@ inline std::int64_t shift_floor(std::int64_t x, int sh) {
   return x >> (-sh < 63 ? -sh : 63);
 }
 
+// One cdna3 group of N products and the accumulator for J outputs that
+// share the A operands (one row of an instruction's tile): output j takes
+// b[k] = bm[k * J + j] (B stored k-major, so the loops over j vectorise) and
+// acc[j] in and out. Every input finite. The scalar cdna3_group is J = 1.
+template <int N, int F, int J>
+inline void cdna3_group_cols(const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm,
+                             const std::int32_t* be, float* acc) {
+  std::int32_t p[N][J], pe[N][J], emax[J];
+  for (int j = 0; j < J; ++j) emax[j] = kNoExp;
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < J; ++j) {
+      // Branch-free (the loop over j vectorises): kNoExp where the product is 0.
+      const std::int32_t prod = am[i] * bm[i * J + j];
+      const std::int32_t nz = -static_cast<std::int32_t>(prod != 0);
+      const std::int32_t e = ((ae[i] + be[i * J + j]) & nz) | (kNoExp & ~nz);
+      p[i][j] = prod;
+      pe[i][j] = e;
+      emax[j] = e > emax[j] ? e : emax[j];
+    }
+  std::int64_t s[J];
+  for (int j = 0; j < J; ++j) s[j] = 0;
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < J; ++j) s[j] += align_trunc(p[i][j], 24 - 2 * F, emax[j] - pe[i][j]);
+  for (int j = 0; j < J; ++j) {
+    if (emax[j] >= 126 - 2 * F) {  // a product may reach 2^128 (bf16, tf32 only): +-Inf, NaN for both signs
+      bool p_inf = false, n_inf = false;
+      for (int i = 0; i < N; ++i) {
+        if (p[i][j] == 0) continue;
+        const auto mag = static_cast<std::uint32_t>(p[i][j] < 0 ? -p[i][j] : p[i][j]);
+        if (31 - __builtin_clz(mag) + pe[i][j] - 2 * F >= 128) (p[i][j] > 0 ? p_inf : n_inf) = true;
+      }
+      if (p_inf || n_inf) {
+        acc[j] = kgate::bit_cast<float>(p_inf && n_inf ? 0x7FC00000u : p_inf ? 0x7f800000u : 0xff800000u);
+        continue;
+      }
+    }
+    const float c = acc[j];
+    const Operand cc = decode_f32(c);
+    if (emax[j] == kNoExp) {  // no product: D = C (a zero C gives +0)
+      acc[j] = cc.m == 0 ? 0.0f : c;
+      continue;
+    }
+    const int top = cc.m != 0 && cc.e > emax[j] ? cc.e : emax[j];
+    // Units of 2^(top - 31): the group sum floored at 31 bits, C at 24 bits.
+    const std::int64_t total =
+        shift_floor(s[j], 7 - (top - emax[j])) + (cc.m != 0 ? shift_floor(cc.m, 1 - (top - cc.e)) * 128 : 0);
+    // Exact in a double; one round-to-nearest-even to fp32.
+    const auto scale = kgate::bit_cast<double>(static_cast<std::uint64_t>(top - 31 + 1023) << 52);
+    acc[j] = static_cast<float>(static_cast<double>(total) * scale);
+  }
+}
+
 // One cdna3 group of N products and the accumulator c (every input finite).
 template <int N, int F>
 inline float cdna3_group(const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm, const std::int32_t* be,
                          float c) {
-  std::int32_t p[N], pe[N];
-  std::int32_t emax = kNoExp;
-  for (int i = 0; i < N; ++i) {
-    p[i] = am[i] * bm[i];
-    pe[i] = p[i] != 0 ? ae[i] + be[i] : kNoExp;
-    emax = pe[i] > emax ? pe[i] : emax;
-  }
-  if (emax >= 126 - 2 * F) {  // a product may reach 2^128 (bf16, tf32 only): +-Inf, NaN for both signs
-    bool p_inf = false, n_inf = false;
-    for (int i = 0; i < N; ++i) {
-      if (p[i] == 0) continue;
-      const auto mag = static_cast<std::uint32_t>(p[i] < 0 ? -p[i] : p[i]);
-      if (31 - __builtin_clz(mag) + pe[i] - 2 * F >= 128) (p[i] > 0 ? p_inf : n_inf) = true;
-    }
-    if (p_inf && n_inf) return kgate::bit_cast<float>(0x7FC00000u);
-    if (p_inf || n_inf) return kgate::bit_cast<float>(p_inf ? 0x7f800000u : 0xff800000u);
-  }
-  const Operand cc = decode_f32(c);
-  if (emax == kNoExp) return cc.m == 0 ? 0.0f : c;  // no product: D = C (a zero C gives +0)
-  std::int64_t s = 0;
-  for (int i = 0; i < N; ++i) s += align_trunc(p[i], 24 - 2 * F, emax - pe[i]);
-  const int top = cc.m != 0 && cc.e > emax ? cc.e : emax;
-  // Units of 2^(top - 31): the group sum floored at 31 bits, C at 24 bits.
-  const std::int64_t total =
-      shift_floor(s, 7 - (top - emax)) + (cc.m != 0 ? shift_floor(cc.m, 1 - (top - cc.e)) * 128 : 0);
-  // Exact in a double; one round-to-nearest-even to fp32.
-  const auto scale = kgate::bit_cast<double>(static_cast<std::uint64_t>(top - 31 + 1023) << 52);
-  return static_cast<float>(static_cast<double>(total) * scale);
+  cdna3_group_cols<N, F, 1>(am, ae, bm, be, &c);
+  return c;
 }
 
 }  // namespace detail
