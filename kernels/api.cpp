@@ -1,6 +1,8 @@
 #include "kernels/api.hpp"
 
+#include <algorithm>
 #include <sstream>
+#include <stdexcept>
 
 #include "kernels/conv3d/conv3d.hpp"
 #include "kernels/groupnorm/groupnorm.hpp"
@@ -52,6 +54,27 @@ std::vector<std::string> implemented_ops() {
 }
 
 std::string backend_name() { return rt::backend_name(rt::backend); }
+
+#if !defined(__HIP__) && !defined(__CUDACC__)
+std::vector<std::string> extra_targets() {
+  if (rt::host::config().target == rt::Target::gfx942) return {"sm90"};
+  return {};
+}
+TargetScope::TargetScope(const std::string& target) {
+  const auto extra = extra_targets();
+  if (std::find(extra.begin(), extra.end(), target) == extra.end())
+    throw std::invalid_argument("TargetScope: '" + target + "' is not a target this backend runs beside its own");
+  scope_ = new rt::host::ThreadConfig(rt::host::config_for(rt::Target::sm90, rt::host::config()));
+}
+TargetScope::~TargetScope() { delete static_cast<rt::host::ThreadConfig*>(scope_); }
+#else
+std::vector<std::string> extra_targets() { return {}; }
+TargetScope::TargetScope(const std::string& target) {
+  throw std::invalid_argument("TargetScope: the " + backend_name() + " backend runs its device's target only, not '" +
+                              target + "'");
+}
+TargetScope::~TargetScope() = default;
+#endif
 std::vector<std::pair<std::string, std::string>> backend_settings() { return rt::settings(); }
 
 Support is_supported(const Problem& p) {

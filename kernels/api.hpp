@@ -88,6 +88,25 @@ std::string backend_name();
 // environment value.
 std::vector<std::pair<std::string, std::string>> backend_settings();
 
+// Targets this backend runs beside the process's own, chosen per thread
+// (TargetScope): the host emulator on its default gfx942 target also runs
+// "sm90" (the CUDA kernels' paths: mma.sync atoms, 32-wide warps); none on a
+// GPU backend, or when the emulator runs sm90 already (KGATE_HOST_TARGET).
+std::vector<std::string> extra_targets();
+// This thread's kernels (is_supported, plan, run, boundary problems) use
+// `target`, one of extra_targets(), until the scope ends; other threads are
+// unaffected. std::invalid_argument for any other target.
+class TargetScope {
+ public:
+  explicit TargetScope(const std::string& target);
+  ~TargetScope();
+  TargetScope(const TargetScope&) = delete;
+  TargetScope& operator=(const TargetScope&) = delete;
+
+ private:
+  void* scope_ = nullptr;  // the backend's (the host emulator's rt::host::ThreadConfig)
+};
+
 Support is_supported(const Problem& p);
 // Requires is_supported(p).
 Plan plan(const Problem& p);

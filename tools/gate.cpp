@@ -420,11 +420,15 @@ nlohmann::json backend_settings() {
   return j;
 }
 
-std::string command_prefix() {
+std::string command_prefix(const std::string& host_target) {
   std::string env;
+  if (!host_target.empty()) env = "KGATE_HOST_TARGET=" + host_target + " ";
   for (char** e = environ; e && *e; ++e) {
     const std::string kv = *e;
     if (kv.rfind("KGATE_", 0) != 0 || kv.find('=') == std::string::npos) continue;
+    const std::string key = kv.substr(0, kv.find('='));
+    if (!host_target.empty() && (key == "KGATE_HOST_TARGET" || key == "KGATE_HOST_WAVE" || key == "KGATE_MFMA_MODEL"))
+      continue;
     const std::string value = kv.substr(kv.find('=') + 1);
     const bool plain = value.find_first_not_of(
                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/+=") == std::string::npos;
@@ -446,7 +450,7 @@ std::string Result::repro() const {
     if (!worst || (is_failure(f.state) && !is_failure(worst->state)) ||
         (is_failure(f.state) == is_failure(worst->state) && f.worst_margin > worst->worst_margin))
       worst = &f;
-  std::string s = command_prefix() + " check '" + descriptor + "'";
+  std::string s = command_prefix(target) + " check '" + descriptor + "'";
   if (worst) s += " --fill " + fill_string(worst->fill) + " --seed " + std::to_string(worst->fill.seed);
   s += repro_flags;
   return s;
@@ -463,7 +467,8 @@ nlohmann::json Result::to_json() const {
   }
   return {{"descriptor", descriptor}, {"op", op},         {"dtype", dtype},   {"state", oracle::name(state)},
           {"reason", reason},         {"plan", plan},     {"fills", fj},      {"worst_margin", worst_margin},
-          {"seconds", seconds},       {"reference", reference}, {"repro", repro()}};
+          {"seconds", seconds},       {"reference", reference}, {"target", target},
+          {"repro", repro()}};
 }
 
 }  // namespace kgate::gate

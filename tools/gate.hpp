@@ -73,6 +73,11 @@ struct Result {
   std::string repro_line;         // when set, what repro() returns (e.g. a `kgate judge` line)
   std::string repro_flags;        // appended to the check line (the runner that ran it)
   std::string reference;          // where the references ran (describe(RefSite))
+  // The emulated target the kernel ran on when the run chose it per problem
+  // (the host backend's sm90 stage of `kgate verify`: "sm90"); empty when it
+  // is the process's (KGATE_HOST_TARGET, default gfx942). The repro line
+  // sets KGATE_HOST_TARGET to it.
+  std::string target;
   std::string repro() const;      // the exact command reproducing the worst fill
   nlohmann::json to_json() const;
 };
@@ -214,7 +219,9 @@ nlohmann::json backend_settings();
 // can change a result), then the path of the binary that ran (kgate_mpi:
 // the kgate beside it), so that the line reruns the same backend without
 // kgate on PATH, e.g. "KGATE_HOST_TARGET=sm90 /opt/kgate/bin/kgate".
-std::string command_prefix();
+// A non-empty host_target replaces the process's KGATE_HOST_TARGET (and
+// drops its KGATE_HOST_WAVE and KGATE_MFMA_MODEL, which belong to a target).
+std::string command_prefix(const std::string& host_target = "");
 
 // "src:dst" label for tables.
 std::string dtype_label(const Problem& p);

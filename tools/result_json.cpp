@@ -91,6 +91,7 @@ Result result_from_json(const json& j) {
   r.worst_margin = num(j.at("worst_margin"));
   r.seconds = num(j.at("seconds"));
   if (j.contains("reference")) r.reference = j.at("reference").get<std::string>();
+  if (j.contains("target")) r.target = j.at("target").get<std::string>();
   // The repro line as the rank that ran it wrote it (its runner's and its
   // references' flags included).
   if (j.contains("repro")) r.repro_line = j.at("repro").get<std::string>();

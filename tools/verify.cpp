@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -26,6 +27,7 @@
 #include "tools/data.hpp"
 #include "tools/files.hpp"
 #include "tools/gate.hpp"
+#include "tools/gate_problems.hpp"
 #include "tools/options.hpp"
 #include "tools/external.hpp"
 #include "tools/summary.hpp"
@@ -150,7 +152,7 @@ std::string junit_xml(const std::vector<Result>& results, const std::vector<Bitw
       for (const auto& rr : f.roles)
         if (rr.report.state != State::passed) detail += oracle::to_table(rr.report) + "\n";
     }
-    testcase(r.op, r.descriptor, r.seconds, r.state, detail, r.repro());
+    testcase(r.target.empty() ? r.op : r.op + "." + r.target, r.descriptor, r.seconds, r.state, detail, r.repro());
   }
   for (const auto& b : bitwise) testcase("bitwise." + b.op, b.descriptor, b.seconds, b.state, b.detail, b.repro());
   x << "  </testsuite>\n</testsuites>\n";
@@ -275,48 +277,90 @@ int run_verify(const VerifyOptions& opt) {
       select_corpus(Selection{opt.corpus, opt.quick ? std::vector<std::string>{"plan"} : opt.configs, opt.filters,
                               opt.full, opt.flop_budget});
   check_memory(work, opt.jobs, opt.memory_limit);
+  // The emulator runs one target per process, and the kernels' paths for
+  // another target it models (sm90 beside gfx942: mma.sync atoms, 32-wide
+  // warps, three stages) are other code. Kernels that must run on both are
+  // judged on both: the plan problems of the selection run once more on each
+  // of kernels::extra_targets() (one target per job thread), each result
+  // tagged with its target.
+  struct Stage {
+    std::string target;  // "" for the process's own
+    std::vector<Problem> work;
+  };
+  std::vector<Stage> stages{{"", work}};
+  const bool plan_selected =
+      opt.quick || std::find(opt.configs.begin(), opt.configs.end(), std::string(gate::kPlanConfig)) != opt.configs.end();
+  if (!external && plan_selected)
+    for (const std::string& t : kernels::extra_targets()) {
+      const kernels::TargetScope scope(t);  // the boundary problems as that target's plans choose them
+      auto plan_work = select_corpus(
+          Selection{opt.corpus, {gate::kPlanConfig}, opt.filters, opt.full, opt.flop_budget}, false);
+      if (!plan_work.empty()) stages.push_back({t, std::move(plan_work)});
+    }
+  struct Task {
+    const Problem* p;
+    const std::string* target;
+  };
+  std::vector<Task> tasks;
+  for (const Stage& st : stages)
+    for (const Problem& p : st.work) tasks.push_back({&p, &st.target});
+  auto run_task = [&](const Problem& p, const std::string& target, gate::Runner* r) {
+    std::optional<kernels::TargetScope> scope;
+    if (!target.empty()) scope.emplace(target);
+    Result res = verify_one(p, opt, r);
+    res.target = target;
+    return res;
+  };
+  auto label = [](const Result& r) { return r.descriptor + (r.target.empty() ? "" : " [" + r.target + "]"); };
   std::unique_ptr<gate::Runner> runner;
   if (external) runner = gate::start_external({opt.backend, opt.backend_options, opt.model, opt.driver_timeout});
   const std::string backend_label = runner ? gate::external_description(*runner) : kernels::backend_name();
 
   // Every finished problem is a line, flushed, on a terminal or in a CI log
   // alike: a run that is killed still shows how far it got.
+  std::string stages_label;
+  for (std::size_t k = 1; k < stages.size(); ++k)
+    stages_label += " + " + std::to_string(stages[k].work.size()) + " plan problems on the emulated " +
+                    stages[k].target + " target";
   if (opt.reports)
-    log << "kgate verify: " << work.size() << " problems, backend " << backend_label
+    log << "kgate verify: " << work.size() << " problems" << stages_label << ", backend " << backend_label
               << (opt.full ? ", full extents" : ", reduced extents") << ", references "
               << gate::describe(*gate::resolve_reference(opt.reference, opt.full)) << ", " << opt.jobs << " job(s)"
               << opt.processes_label << std::endl;
-  std::vector<Result> results(work.size());
-  std::vector<char> finished(work.size(), 0);
+  std::vector<Result> results(tasks.size());
+  std::vector<char> finished(tasks.size(), 0);
   std::mutex print;
   std::atomic<std::size_t> next{0}, done{0};
   std::exception_ptr input_error;
   const InterruptGuard interrupt;
   auto worker = [&] {
-    for (std::size_t i; !interrupted() && (i = next++) < work.size();) {
+    for (std::size_t i; !interrupted() && (i = next++) < tasks.size();) {
       try {
-        results[i] = verify_one(work[i], opt, runner.get());
+        results[i] = run_task(*tasks[i].p, *tasks[i].target, runner.get());
       } catch (...) {
         std::lock_guard lock(print);
         if (!input_error) input_error = std::current_exception();
-        next = work.size();
+        next = tasks.size();
         return;
       }
       std::lock_guard lock(print);
       ++done;
       finished[i] = 1;
       const Result& r = results[i];
-      log << "[" << done << "/" << work.size() << "] " << std::setw(13) << std::left << oracle::name(r.state)
+      log << "[" << done << "/" << tasks.size() << "] " << std::setw(13) << std::left << oracle::name(r.state)
                 << std::right << std::fixed << std::setprecision(2) << std::setw(8) << r.seconds << " s  "
-                << r.descriptor << "\n";
+                << label(r) << "\n";
       if (is_failure(r.state)) log << "    repro: " << r.repro() << "\n";
       log << std::flush;
     }
   };
   if (opt.distribute) {
-    auto got = opt.distribute(work, [&](const Problem& p) { return verify_one(p, opt, runner.get()); });
-    if (!got) return 0;
-    results = std::move(*got);
+    results.clear();
+    for (const Stage& st : stages) {
+      auto got = opt.distribute(st.work, [&](const Problem& p) { return run_task(p, st.target, runner.get()); });
+      if (!got) return 0;
+      for (Result& r : *got) results.push_back(std::move(r));
+    }
   } else {
     std::vector<std::thread> pool;
     for (int j = 0; j < opt.jobs; ++j) pool.emplace_back(worker);
@@ -328,11 +372,11 @@ int run_verify(const VerifyOptions& opt) {
       nlohmann::json partial{{"backend", backend_label}, {"settings", settings}, {"corpus", opt.corpus},
                              {"full", opt.full}, {"reference", gate::describe(*gate::resolve_reference(opt.reference, opt.full))}, {"seed", opt.seed}, {"verdict", "interrupted"},
                              {"incomplete", true}, {"exit_code", exit_interrupted},
-                             {"problems_selected", work.size()}, {"problems_finished", done.load()},
+                             {"problems_selected", tasks.size()}, {"problems_finished", done.load()},
                              {"problems", nlohmann::json::array()}};
-      for (std::size_t i = 0; i < work.size(); ++i)
+      for (std::size_t i = 0; i < tasks.size(); ++i)
         if (finished[i]) partial["problems"].push_back(results[i].to_json());
-      log << "\nINTERRUPTED: " << done.load() << " of " << work.size()
+      log << "\nINTERRUPTED: " << done.load() << " of " << tasks.size()
           << " problems finished; the report is marked incomplete" << std::endl;
       if (!opt.report.empty()) files::write_output_file(opt.report, partial.dump(1) + "\n", "--report");
       return exit_interrupted;
@@ -348,13 +392,13 @@ int run_verify(const VerifyOptions& opt) {
   std::map<std::pair<std::string, std::string>, Row> table;
   Tally tally;
   for (const auto& r : results) {
-    auto& row = table[{r.op, r.dtype}];
+    auto& row = table[{r.target.empty() ? r.op : r.op + " [" + r.target + "]", r.dtype}];
     row.problems++;
     row.by_state[r.state]++;
     row.worst = std::max(row.worst, r.worst_margin);
     tally.add(r.state);
   }
-  log << "\n" << std::left << std::setw(28) << "operator.direction" << std::setw(11) << "dtype" << std::right
+  log << "\n" << std::left << std::setw(35) << "operator.direction" << std::setw(11) << "dtype" << std::right
             << std::setw(9) << "problems" << std::setw(8) << "passed" << std::setw(8) << "failed" << std::setw(15)
             << "unimplemented" << std::setw(9) << "skipped" << std::setw(14) << "worst margin" << "\n";
   for (const auto& [key, row] : table) {
@@ -362,7 +406,7 @@ int run_verify(const VerifyOptions& opt) {
     std::ostringstream worst;
     if (n(State::passed) + n(State::failed) + n(State::untrusted) > 0) worst << std::setprecision(3) << row.worst;
     else worst << "-";
-    log << std::left << std::setw(28) << key.first << std::setw(11) << key.second << std::right << std::setw(9)
+    log << std::left << std::setw(35) << key.first << std::setw(11) << key.second << std::right << std::setw(9)
               << row.problems << std::setw(8) << n(State::passed) << std::setw(8)
               << n(State::failed) + n(State::untrusted) + n(State::invalid) << std::setw(15) << n(State::unimplemented)
               << std::setw(9) << n(State::skipped) << std::setw(14) << worst.str() << "\n";

@@ -149,6 +149,21 @@ expect 2 "^kgate: error: bias: bwd_data has no bias tensor" -- "$kgate" check "c
 expect 1 "repro: KGATE_HOST_TARGET=sm90 $(readlink -f "$kgate") check 'conv3d.fwd bf16:bf16 n1 c4 k4 d8 kd3 p1' --fill lattice:density=1e-09" -- \
   env KGATE_HOST_TARGET=sm90 "$kgate" check "$D" --fill lattice:density=1e-9 --progress 0
 
+# The host backend judges the plan problems on both emulated targets: the
+# sm90 stage is in the log, the report (target, repro line) and the table;
+# with KGATE_HOST_TARGET=sm90 the whole run is sm90 and there is no stage.
+plan_one=(--config plan --filter op=conv3d.fwd --filter dtype=fp16:fp16 --bitwise "" --junit "")
+expect 0 "^kgate verify: [1-9][0-9]* problems \+ [1-9][0-9]* plan problems on the emulated sm90 target" -- \
+  "$kgate" verify "${plan_one[@]}" --report "$tmp/sm90.json"
+expect 0 "^\[[0-9]+/[0-9]+\] passed .* \[sm90\]$" -- "$kgate" verify "${plan_one[@]}" --report ""
+expect 0 "^conv3d.fwd \[sm90\] " -- "$kgate" verify "${plan_one[@]}" --report ""
+expect 0 "^sm90 KGATE_HOST_TARGET=sm90 .*check 'conv3d.fwd .*mma\\.sync" -- python3 -c '
+import json, sys
+for p in json.load(open(sys.argv[1]))["problems"]:
+    if p["target"]: print(p["target"], p["repro"], p["plan"].split(chr(10))[0])' "$tmp/sm90.json"
+expect 0 "^kgate verify: [1-9][0-9]* problems, backend host" -- \
+  env KGATE_HOST_TARGET=sm90 "$kgate" verify "${plan_one[@]}" --report ""
+
 # --- isa ----------------------------------------------------------------------
 # A missing toolchain piece is the environment (exit 2, named), not a finding.
 if "$kgate" isa --help >/dev/null 2>&1 && [[ -f "$(dirname "$kgate")/../kgate-isa-manifest.json" ]]; then

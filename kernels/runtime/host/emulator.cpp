@@ -167,10 +167,25 @@ std::string describe(const Config& c) {
   return s + " lds_check=" + (c.check_lds ? "1" : "0") + " stack_kib=" + std::to_string(c.stack_bytes / 1024);
 }
 
+namespace {
+thread_local const Config* t_config = nullptr;  // the innermost ThreadConfig of this thread
+}  // namespace
+
 Config config() {
+  if (t_config) return *t_config;
+  return process_config();
+}
+
+Config process_config() {
   std::lock_guard lk(g_config_mutex);
   return config_ref();
 }
+
+ThreadConfig::ThreadConfig(const Config& c) : c_(c), saved_(t_config) {
+  check_config(c_);
+  t_config = &c_;
+}
+ThreadConfig::~ThreadConfig() { t_config = saved_; }
 
 void set_config(const Config& c) {
   check_config(c);

@@ -65,8 +65,10 @@ class ConfigError : public Error {
   using Error::Error;
 };
 
-// The configuration subsequent launches use. Initialised from the
-// environment on first use (ConfigError for a bad value):
+// The configuration subsequent launches from this thread use: this
+// thread's ThreadConfig while one is active, else the process's. The
+// process's is initialised from the environment on first use (ConfigError
+// for a bad value):
 //   KGATE_HOST_THREADS=N (0..4096; 0: one per core),
 //   KGATE_HOST_ORDER=in_order|reversed|shuffled[:SEED] (SEED a 64-bit integer),
 //   KGATE_HOST_TARGET=gfx942|sm90 (default gfx942),
@@ -76,7 +78,10 @@ class ConfigError : public Error {
 //   KGATE_LDS_CHECK=0|1 (default 1),
 //   KGATE_HOST_STACK_KIB=N (64..1048576, default 256).
 Config config();
-// Throws ConfigError for an inconsistent configuration.
+// The process's configuration, whatever this thread's ThreadConfig.
+Config process_config();
+// Sets the process's configuration; throws ConfigError for an inconsistent
+// one.
 void set_config(const Config& c);
 // The configuration the environment `get` describes (get(name) returns the
 // variable's value or nullptr); throws ConfigError. config() uses getenv.
@@ -85,16 +90,34 @@ Config config_from(const char* (*get)(const char*));
 // for reports.
 std::string describe(const Config& c);
 
-// Sets a configuration for one scope and restores the previous one.
+// Sets the process's configuration for one scope and restores the previous
+// one.
 class ScopedConfig {
  public:
-  explicit ScopedConfig(const Config& c) : saved_(config()) { set_config(c); }
+  explicit ScopedConfig(const Config& c) : saved_(process_config()) { set_config(c); }
   ~ScopedConfig() { set_config(saved_); }
   ScopedConfig(const ScopedConfig&) = delete;
   ScopedConfig& operator=(const ScopedConfig&) = delete;
 
  private:
   Config saved_;
+};
+
+// This thread's configuration for one scope: config() on this thread returns
+// it, every launch from this thread runs all its work-groups with it (on
+// whichever threads run them), other threads keep theirs. How one process
+// runs problems for both targets at once, one target per thread. Nests;
+// throws ConfigError for an inconsistent configuration.
+class ThreadConfig {
+ public:
+  explicit ThreadConfig(const Config& c);
+  ~ThreadConfig();
+  ThreadConfig(const ThreadConfig&) = delete;
+  ThreadConfig& operator=(const ThreadConfig&) = delete;
+
+ private:
+  Config c_;
+  const Config* saved_;
 };
 
 // Poison written to fresh device memory, guard regions and LDS: the 16-bit

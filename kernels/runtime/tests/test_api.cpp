@@ -1,6 +1,7 @@
 // The runtime interface on the host backend: launch checks, indices, kernel
 // arguments and templates, atomics, events, fiber stacks, error recovery.
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include "kernels/runtime/tests/test_util.hpp"
@@ -47,6 +48,52 @@ struct Params {
   float b;
 };
 KGATE_KERNEL(by_value, Params p, float* out) { out[rt::thread_idx().x] = static_cast<float>(p.a) + p.b; }
+
+KGATE_KERNEL(record_wave, int* out) {
+  if (rt::flat_thread_idx() == 0) out[rt::block_idx().x] = rt::wave_size();
+}
+
+// A ThreadConfig is this thread's alone: two threads launch at the same time
+// with different targets and each launch's work-groups (on whichever pool
+// threads run them) see their own launcher's wave size; the process's
+// configuration and the other thread's are untouched, and it nests.
+TEST(Api, ThreadConfigIsPerThreadAndReachesEveryWorkGroupOfItsLaunches) {
+  rt::host::ScopedConfig sc(rt::test::test_config());
+  const rt::host::Config gfx = rt::host::config_for(rt::Target::gfx942, rt::host::process_config());
+  const rt::host::Config sm90 = rt::host::config_for(rt::Target::sm90, gfx);
+  auto waves_on = [](const rt::host::Config& c, std::vector<int>& got) {
+    const rt::host::ThreadConfig tc(c);
+    for (int rep = 0; rep < 20; ++rep) {
+      rt::DeviceBuffer<int> out(16);
+      KGATE_LAUNCH(record_wave, (rt::LaunchConfig{16, 64}), out.data());
+      for (int w : out.download()) got.push_back(w);
+    }
+  };
+  std::vector<int> a, b;
+  std::thread t1([&] { waves_on(sm90, a); });
+  std::thread t2([&] { waves_on(gfx, b); });
+  t1.join();
+  t2.join();
+  ASSERT_EQ(a.size(), 320u);
+  ASSERT_EQ(b.size(), 320u);
+  for (int w : a) ASSERT_EQ(w, 32);
+  for (int w : b) ASSERT_EQ(w, 64);
+  EXPECT_EQ(rt::host::config().target, rt::Target::gfx942);  // this thread: the process's
+  {
+    const rt::host::ThreadConfig outer(sm90);
+    EXPECT_EQ(rt::host::config().target, rt::Target::sm90);
+    EXPECT_EQ(rt::host::process_config().target, rt::Target::gfx942);
+    {
+      const rt::host::ThreadConfig inner(gfx);
+      EXPECT_EQ(rt::host::config().target, rt::Target::gfx942);
+    }
+    EXPECT_EQ(rt::host::config().target, rt::Target::sm90);
+  }
+  EXPECT_EQ(rt::host::config().target, rt::Target::gfx942);
+  rt::host::Config bad = sm90;
+  bad.wave_size = 64;
+  EXPECT_THROW(rt::host::ThreadConfig{bad}, rt::host::ConfigError);
+}
 
 TEST(Api, TemplateKernelsAndStructArguments) {
   rt::host::ScopedConfig sc(rt::test::test_config());
