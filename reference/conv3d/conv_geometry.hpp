@@ -92,8 +92,13 @@ inline DirPlan dir_plan(const ConvProblem& p) {
 // Calls f(a[ia], b[ib]) for every term of output element `out` (a linear
 // index into the output tensor of `kind`), in a fixed order: taps outermost,
 // then channels (contract, scatter), or batch then positions (wgrad).
+// contract only: `bt`, when given, is b transposed to [tap][clg][cs] (tap =
+// (k0 K1 + k1) K2 + k2), the same values read from where neighbouring
+// outputs' weights are neighbours (the device reference's coalesced layout);
+// the terms and their order do not change.
 template <class F>
-KGATE_GEOM_HD void for_each_term(const ConvGeom& g, Kind kind, const double* a, const double* b, std::int64_t out, F&& f) {
+KGATE_GEOM_HD void for_each_term(const ConvGeom& g, Kind kind, const double* a, const double* b, std::int64_t out, F&& f,
+                                 const double* bt = nullptr) {
   switch (kind) {
     case Kind::contract: {
       const std::int64_t c = out % g.cs;
@@ -113,8 +118,13 @@ KGATE_GEOM_HD void for_each_term(const ConvGeom& g, Kind kind, const double* a, 
             const std::int64_t j2 = i2 * g.stride[2] - g.pad[2] + k2 * g.dil[2];
             if (j2 < 0 || j2 >= g.L[2]) continue;
             const double* ap = a + g.large_at(bn, j0, j1, j2, grp * g.clg);
-            const double* bp = b + g.w_at(c, k0, k1, k2, 0);
-            for (std::int64_t q = 0; q < g.clg; ++q) f(ap[q], bp[q]);
+            if (bt) {
+              const double* bq = bt + ((k0 * g.K[1] + k1) * g.K[2] + k2) * g.clg * g.cs + c;
+              for (std::int64_t q = 0; q < g.clg; ++q) f(ap[q], bq[q * g.cs]);
+            } else {
+              const double* bp = b + g.w_at(c, k0, k1, k2, 0);
+              for (std::int64_t q = 0; q < g.clg; ++q) f(ap[q], bp[q]);
+            }
           }
         }
       }

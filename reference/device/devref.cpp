@@ -64,8 +64,17 @@ Result run_conv(const ConvProblem& p, const Inputs& in, Defect defect) {
   std::int64_t n_out = 1;
   for (auto d : od) n_out *= d;
   rt::DeviceBuffer<double> want(static_cast<std::size_t>(n_out)), abs(static_cast<std::size_t>(n_out));
-  ConvArgs args{g, a.data(), b.data(), plan.bias_on_out ? bias.data() : nullptr, want.data(), abs.data(),
-                n_out, od.back(), static_cast<int>(defect)};
+  // A contraction's work-items are output channels side by side, each
+  // reading its own weight row: transposed once, their reads coalesce.
+  rt::DeviceBuffer<double> bt;
+  if (plan.kind == detail::Kind::contract) {
+    bt = rt::DeviceBuffer<double>(b.size());
+    const std::int64_t inner = g.taps * g.clg;
+    KGATE_LAUNCH(devref_transpose_w, config_1d(g.cs * inner), b.data(), bt.data(), g.cs, inner);
+  }
+  ConvArgs args{g,           a.data(),   b.data(), plan.kind == detail::Kind::contract ? bt.data() : nullptr,
+                plan.bias_on_out ? bias.data() : nullptr,   want.data(), abs.data(), n_out, od.back(),
+                static_cast<int>(defect)};
   switch (plan.kind) {
     case detail::Kind::contract: KGATE_LAUNCH((devref_conv<detail::Kind::contract>), config_1d(n_out), args); break;
     case detail::Kind::scatter: KGATE_LAUNCH((devref_conv<detail::Kind::scatter>), config_1d(n_out), args); break;

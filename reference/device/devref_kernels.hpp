@@ -45,6 +45,7 @@ struct ConvArgs {
   detail::ConvGeom g;
   const double* a;
   const double* b;
+  const double* bt;    // contract: b as [tap][clg][cs] (devref_transpose_w), else nullptr
   const double* bias;  // forward with bias, else nullptr
   double* want;        // the sum of the terms (+ bias)
   double* abs;         // the same sum on magnitudes: the absolute companion
@@ -58,10 +59,13 @@ template <detail::Kind Kind>
 KGATE_KERNEL_BOUNDS(devref_conv, kThreads, ConvArgs p) {
   for (std::int64_t e = global_index(); e < p.n_out; e += grid_width()) {
     Dot2 acc, aacc;
-    detail::for_each_term(p.g, Kind, p.a, p.b, e, [&](double x, double y) {
-      acc.add_prod(x, y);
-      aacc.add_prod(absd(x), absd(y));
-    });
+    detail::for_each_term(
+        p.g, Kind, p.a, p.b, e,
+        [&](double x, double y) {
+          acc.add_prod(x, y);
+          aacc.add_prod(absd(x), absd(y));
+        },
+        p.bt);
     if (planted(p.plant, Defect::bump_last) && e == p.n_out - 1) acc.add(1.0);
     if (p.bias) {
       const double bv = p.bias[e % p.out_channels];
@@ -71,6 +75,13 @@ KGATE_KERNEL_BOUNDS(devref_conv, kThreads, ConvArgs p) {
     p.want[e] = acc.value();
     p.abs[e] = aacc.value();
   }
+}
+
+// The contraction's weights [cs][inner] (inner = taps * clg) transposed to
+// [inner][cs]: neighbouring work-items of devref_conv<contract> (neighbouring
+// output channels) then read neighbouring weights.
+KGATE_KERNEL_BOUNDS(devref_transpose_w, kThreads, const double* w, double* wt, std::int64_t cs, std::int64_t inner) {
+  for (std::int64_t e = global_index(); e < cs * inner; e += grid_width()) wt[e] = w[(e % cs) * inner + e / cs];
 }
 
 // db[c] = the sum of dy's elements of channel c, in element order.
