@@ -98,7 +98,9 @@
 //   conv_common.hpp     the helpers every kernel shares
 //   conv_portable.hpp   conv_contract, conv_scatter
 //   conv_mma_tile.hpp   the matrix-core block tile, its loads and pipelines
-//   conv_mma.hpp        conv_mma (contract and scatter on matrix cores)
+//   conv_mma_operands.hpp  conv_mma's GEMM view and operand iterators
+//   conv_mma_epilogue.hpp  conv_mma's epilogues
+//   conv_mma.hpp        conv_mma: iterator x pipeline x epilogue
 //   conv_wgrad_mma.hpp  conv_wgrad_mma (backward-weight on matrix cores)
 //   conv_wgrad.hpp      conv_wgrad (backward-weight, portable)
 //   conv_tree.hpp       conv_colsum, conv_tree, conv_tree_split
@@ -109,6 +111,8 @@
 #include "kernels/conv3d/conv_common.hpp"
 #include "kernels/conv3d/conv_portable.hpp"
 #include "kernels/conv3d/conv_mma_tile.hpp"
+#include "kernels/conv3d/conv_mma_operands.hpp"
+#include "kernels/conv3d/conv_mma_epilogue.hpp"
 #include "kernels/conv3d/conv_mma.hpp"
 #include "kernels/conv3d/conv_wgrad_mma.hpp"
 #include "kernels/conv3d/conv_wgrad.hpp"

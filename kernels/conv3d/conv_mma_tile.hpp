@@ -192,6 +192,10 @@ KGATE_HD constexpr int wgrad_apack(std::int64_t clg) { return clg <= 4 ? 4 : kMm
 template <class T>
 KGATE_DEVICE std::uint16_t bits_of(T v) { return v.bits; }
 
+// The two pipelines of the matrix-core kernels: how block steps reach the
+// LDS stages while earlier steps' atoms run. Both take the operand
+// iterator's loads as callables, so one iterator serves both.
+//
 // The asynchronous staging loop of the matrix-core kernels on sm_90: block
 // steps 0 .. nblk-1 through kStages LDS stages, one barrier per step.
 // issue(b, st) issues the copies of step b into stage st (called for b = 0,
@@ -215,6 +219,31 @@ KGATE_DEVICE void async_stage_loop(std::int64_t nblk, Issue&& issue, Step&& step
     step(blk, st);
     st = st + 1 == kStages ? 0 : st + 1;
     nst = nst + 1 == kStages ? 0 : nst + 1;
+  }
+}
+
+// The register staging loop of the matrix-core kernels (gfx942 atoms, and
+// element loads on any target): block steps 0 .. nblk-1 through two LDS
+// stages, one barrier per step. fetch(b) loads step b into the work-item's
+// registers (called for b = 0, 1, ... in order), stash(st) stores them into
+// stage st, step(b, st) runs step b's atoms from stage st. Step b + 1 is
+// fetched before step b's atoms run (its loads in flight during them) and
+// stashed into the other stage after them.
+template <class Fetch, class Stash, class Step>
+KGATE_DEVICE void register_stage_loop(std::int64_t nblk, Fetch&& fetch, Stash&& stash, Step&& step) {
+  if (nblk > 0) {
+    fetch(std::int64_t{0});
+    stash(0);
+  }
+  rt::barrier();
+  for (std::int64_t blk = 0; blk < nblk; ++blk) {
+    const bool more = blk + 1 < nblk;
+    if (more) fetch(blk + 1);
+    step(blk, static_cast<int>(blk & 1));
+    if (more) {
+      stash(static_cast<int>((blk + 1) & 1));
+      rt::barrier();
+    }
   }
 }
 

@@ -412,24 +412,14 @@ KGATE_UNROLL
       sB.store(st * TT::kBSize + ((t % kBPacks) * kMmaVec + e) * TT::LDK + rb, vb);
     }
   };
-  // Two stages through registers (the next step's loads in flight during
-  // the current step's atoms), transposed on the way into LDS.
-  if (nblk > 0) {
-    fetch(r_begin);
-    stash(0);
-  }
-  rt::barrier();
-  for (std::int64_t blk = 0; blk < nblk; ++blk) {
-    const std::int64_t r0 = r_begin + blk * kMmaBK;
-    const bool more = blk + 1 < nblk;
-    if (more) fetch(r0 + kMmaBK);
-    const int st = static_cast<int>(blk & 1);
-    mma_block_step<Atom, TT>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn, ceil_div(r_end - r0, Atom::K), acc);
-    if (more) {
-      stash(static_cast<int>((blk + 1) & 1));
-      rt::barrier();
-    }
-  }
+  // Two stages through registers (register_stage_loop), transposed on the
+  // way into LDS.
+  register_stage_loop(
+      nblk, [&](std::int64_t blk) { fetch(r_begin + blk * kMmaBK); }, stash,
+      [&](std::int64_t blk, int st) {
+        const std::int64_t r0 = r_begin + blk * kMmaBK;
+        mma_block_step<Atom, TT>(sA, st * TT::kASize, sB, st * TT::kBSize, wm, wn, ceil_div(r_end - r0, Atom::K), acc);
+      });
   store_out();
 }
 
