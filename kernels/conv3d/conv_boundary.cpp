@@ -312,13 +312,14 @@ void mma_cases(Gen& g) {
       p.bias = g.has_bias();
       g.add(p, "matrix cores " + pn + ": 3x3x3 over W 16 (" + halo_name(conv_plan(p)) +
                    "), ragged M, N and K, bias");
-      ConvProblem q = make_nk(tn, ak, 2, {2, 3, 128}, 1);
+      // D taps 2 apart too (a pair's D offset uses D's dilation, not W's or H's).
+      ConvProblem q = make_nk(tn, ak, 2, {3, 3, 128}, 1);
       g.types(q, t);
       q.kernel = {2, 1, 2};
       q.stride = {sc ? 1 : 2, 1, 1};
-      q.dilation = {1, 1, 2};
+      q.dilation = {2, 1, 2};
       q.pad_front = q.pad_back = {0, 0, 1};
-      g.add(q, "matrix cores " + pn + ": W taps 2 apart over W 128 (" + halo_name(conv_plan(q)) + "), stride " +
+      g.add(q, "matrix cores " + pn + ": W and D taps 2 apart over W 128 (" + halo_name(conv_plan(q)) + "), stride " +
                    std::to_string(q.stride[0]) + " along D, groups 2");
     }
     if (!split_done) {
@@ -578,14 +579,16 @@ void wgrad_mma_cases(Gen& g) {
       p.bias = g.has_bias();
       g.add(p, "wgrad on matrix cores " + pn + ": 3x3x3 over W 16 (" + halo_name(conv_plan(p)) +
                    "), a ragged column tile, padding, bias");
+      // Dilation 1, 2, 3 along D, H, W: a pair's D and H offsets and the
+      // staged run each use their own axis's dilation.
       ConvProblem q = cube(nmin, hc, 2, {g.op == ConvOp::conv3d ? 9 : 5, 13, 32});  // small side 5 x 13 x 32
       q.stride = {2, 1, 1};
-      q.dilation = {1, 1, 2};
-      q.pad_front = q.pad_back = {1, 1, 2};
+      q.dilation = {1, 2, 3};
+      q.pad_front = q.pad_back = {1, 2, 3};
       const Plan pq = conv_plan(q);
-      g.add(q, "wgrad on matrix cores " + pn + ": W taps 2 apart over W 32 (" + halo_name(pq) +
-                   "), groups 2, stride 2 along D, splits=" + std::to_string(param(pq, "splits")) + ", slice " +
-                   std::to_string(param(pq, "slice")));
+      g.add(q, "wgrad on matrix cores " + pn + ": W taps 3 apart over W 32 (" + halo_name(pq) +
+                   "), dilation 1, 2, 3, groups 2, stride 2 along D, splits=" + std::to_string(param(pq, "splits")) +
+                   ", slice " + std::to_string(param(pq, "slice")));
     }
   }
 }
