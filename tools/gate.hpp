@@ -173,7 +173,9 @@ class Runner {
 };
 
 // Judges the kernel on one problem with each fill; `repeats` extra kernel
-// runs must reproduce the first run's digests bit for bit. Per fill: inputs,
+// runs must reproduce the first run's digests bit for bit, on each fill whose
+// sums depend on their order (the exact fills too where there is none;
+// never the combine probe). Per fill: inputs,
 // references, check_range (bad input throws before the kernel runs), kernel,
 // reruns, oracle. The problem passes only if every fill passes and every
 // output is proven (gate::proves) by at least one fill; an output no fill

@@ -136,5 +136,63 @@ TEST(GatePower, CombineProbeFailsAReductionThatDiffersFromThePublishedPlan) {
   }
 }
 
+// The determinism reruns: a Runner whose every rerun flips the last bit of
+// its first output element (a kernel that is not reproducible) is failed as
+// nondeterministic on the order-dependent fills (signed; GroupNorm's
+// gn_sweep too), which alone rerun where they run: an exact fill gives the
+// same bits in every order. A selection of exact fills only reruns them.
+class FlippingRunner : public gate::Runner {
+ public:
+  int reruns = 0;
+  kernels::Support is_supported(const Problem& p) override { return kernels::is_supported(p); }
+  kernels::Plan plan(const Problem& p) override { return kernels::plan(p); }
+  std::map<Role, Tensor> run(const Problem& p, const kernels::Plan& plan, const std::map<Role, Tensor>& in,
+                             int rerun) override {
+    auto out = kernels::run(p, plan, kernels::pointers(in));
+    if (rerun > 0) {
+      ++reruns;
+      Tensor& t = out.begin()->second;
+      const double v = t.get(0);
+      t.set(0, v == 0 ? 1.0 : -v);
+    }
+    return out;
+  }
+  std::string repro_flags() const override { return ""; }
+};
+
+TEST(GatePower, DeterminismRerunsRunOnTheOrderDependentFills) {
+  struct Case {
+    const char* d;
+    int reruns;  // order-dependent fills of the default fills
+  };
+  for (const Case& c : {Case{"conv3d.fwd bf16 n1 c8 k8 d5 kd3 p1 bias", 1}, Case{"groupnorm.fwd bf16 n1 c16 g4 d5 relu", 2}}) {
+    SCOPED_TRACE(c.d);
+    const Problem p = parse_descriptor(c.d);
+    const kernels::Plan plan = kernels::plan(p);
+    const std::vector<Fill> fills = gate::default_fills(p, 1, &plan);
+    FlippingRunner flip;
+    const gate::Result r = gate::evaluate(p, fills, 1, {}, &flip);
+    EXPECT_EQ(r.state, oracle::State::failed);
+    EXPECT_EQ(flip.reruns, c.reruns);
+    for (const gate::FillResult& fr : r.fills) {
+      const bool exact = fr.fill.kind == FillKind::lattice || fr.fill.kind == FillKind::gn_exact;
+      const bool order_dependent = !exact && fr.fill.kind != FillKind::combine;
+      EXPECT_EQ(fr.phase_seconds.count("rerun") > 0, order_dependent) << fill_string(fr.fill);
+      if (order_dependent) {
+        EXPECT_NE(fr.detail.find("nondeterministic: rerun 1"), std::string::npos) << fr.detail;
+      }
+    }
+    // Exact fills alone: they rerun, and the flip is caught there.
+    std::vector<Fill> exact;
+    for (const Fill& f : fills)
+      if (f.kind == FillKind::lattice || f.kind == FillKind::gn_exact) exact.push_back(f);
+    FlippingRunner flip_exact;
+    const gate::Result e = gate::evaluate(p, exact, 1, {}, &flip_exact);
+    EXPECT_EQ(flip_exact.reruns, static_cast<int>(exact.size()));
+    EXPECT_EQ(e.state, oracle::State::failed);
+    EXPECT_NE(e.fills.front().detail.find("nondeterministic"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace kgate
