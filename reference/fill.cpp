@@ -226,6 +226,8 @@ Role sparse_role(const Problem& p) {
   return Role::x;
 }
 
+bool exact_in_any_order(const Fill& f) { return f.kind == FillKind::lattice || f.kind == FillKind::gn_exact; }
+
 Fill lattice_fill(const Problem& p, std::uint64_t seed) {
   Fill f = defaults(FillKind::lattice, seed);
   if (const auto* c = std::get_if<ConvProblem>(&p)) {

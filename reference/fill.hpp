@@ -85,6 +85,10 @@ std::string fill_string(const Fill& f);
 nlohmann::json to_json(const Fill& f);
 Fill fill_from_json(const nlohmann::json& j, const std::string& where = "fill");
 
+// Whether every summation order gives the same bits under fill f (lattice,
+// gn_exact), where the tiers' exactness conditions hold.
+bool exact_in_any_order(const Fill& f);
+
 // A lattice fill for this problem with its density derived as above.
 Fill lattice_fill(const Problem& p, std::uint64_t seed);
 // Largest magnitude the lattice fill gives a role.

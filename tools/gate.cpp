@@ -271,9 +271,8 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
   // prefill), a race on a value; the launches and addresses are the plan's,
   // the same for every fill. Without an order-dependent fill (a `check
   // --fill lattice`) the exact fills rerun.
-  auto exact_fill = [](const Fill& f) { return f.kind == FillKind::lattice || f.kind == FillKind::gn_exact; };
   const bool order_dependent_fill = std::any_of(fills.begin(), fills.end(), [&](const Fill& f) {
-    return !exact_fill(f) && f.kind != FillKind::combine;
+    return !exact_in_any_order(f) && f.kind != FillKind::combine;
   });
   for (const Fill& f : fills) {
     FillResult fr;
@@ -307,7 +306,7 @@ Result evaluate(const Problem& p, const std::vector<Fill>& fills, int repeats, c
       fr.digest = digests_of(got);
       // The reruns (above); never on the combine probe, whose inputs add
       // nothing to what the other fills' reruns see of the kernel's order.
-      const int reruns = f.kind == FillKind::combine || (exact_fill(f) && order_dependent_fill) ? 0 : repeats;
+      const int reruns = f.kind == FillKind::combine || (exact_in_any_order(f) && order_dependent_fill) ? 0 : repeats;
       if (reruns > 0) enter("rerun");
       for (int k = 0; k < reruns; ++k) {
         kernels::RunOptions nan;

@@ -175,7 +175,7 @@ TEST(GatePower, DeterminismRerunsRunOnTheOrderDependentFills) {
     EXPECT_EQ(r.state, oracle::State::failed);
     EXPECT_EQ(flip.reruns, c.reruns);
     for (const gate::FillResult& fr : r.fills) {
-      const bool exact = fr.fill.kind == FillKind::lattice || fr.fill.kind == FillKind::gn_exact;
+      const bool exact = exact_in_any_order(fr.fill);
       const bool order_dependent = !exact && fr.fill.kind != FillKind::combine;
       EXPECT_EQ(fr.phase_seconds.count("rerun") > 0, order_dependent) << fill_string(fr.fill);
       if (order_dependent) {
@@ -185,7 +185,7 @@ TEST(GatePower, DeterminismRerunsRunOnTheOrderDependentFills) {
     // Exact fills alone: they rerun, and the flip is caught there.
     std::vector<Fill> exact;
     for (const Fill& f : fills)
-      if (f.kind == FillKind::lattice || f.kind == FillKind::gn_exact) exact.push_back(f);
+      if (exact_in_any_order(f)) exact.push_back(f);
     FlippingRunner flip_exact;
     const gate::Result e = gate::evaluate(p, exact, 1, {}, &flip_exact);
     EXPECT_EQ(flip_exact.reruns, static_cast<int>(exact.size()));
