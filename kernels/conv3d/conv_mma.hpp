@@ -142,14 +142,16 @@ KGATE_UNROLL
     auto stash = [&](int st) {
 KGATE_UNROLL
       for (int s = 0; s < Ops::kAPass; ++s) sT.store<P>(a_at(st) + it.a_row(s) * TT::LDK + it.kc * kMmaVec, pa[s]);
-      it.b_loads([&](int s, int row, int col, bool, std::int64_t, std::int64_t) {
+KGATE_UNROLL
+      for (int s = 0; s < Ops::kBLoads; ++s) {
+        const int row = it.b_row(s), col = it.b_col(s);
         if constexpr (Ops::kBKMajor) {
 KGATE_UNROLL
           for (int i = 0; i < kMmaVec; ++i) sT[b_at(st) + (col + i) * TT::LDK + row] = bits_of(pb[s].v[i]);
         } else {
           sT.store<P>(b_at(st) + row * TT::LDK + col, pb[s]);
         }
-      });
+      }
     };
     register_stage_loop(nblk, fetch, stash, [&](std::int64_t, int st) { run_step(st, std::false_type{}); });
   }

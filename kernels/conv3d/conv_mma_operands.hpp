@@ -97,11 +97,9 @@ KGATE_UNROLL
     // Contract B(q, c) = w[grp*csg + c][tap][q] (rows of channels), scatter
     // B(q, c) = w[grp*csg + q][tap][c] (rows of output channels).
 KGATE_UNROLL
-    for (int s = 0; s < kBLoads; ++s) {
-      const int l = t + s * kThreads;
-      b_base[s] = kScatter ? (G.grp * g.csg + l / kBRow) * g.taps * g.clg + G.c0 + (l % kBRow) * kMmaVec
-                       : (G.grp * g.csg + G.c0 + l / kCK) * g.taps * g.clg + (l % kCK) * kMmaVec;
-    }
+    for (int s = 0; s < kBLoads; ++s)
+      b_base[s] = kScatter ? (G.grp * g.csg + b_row(s)) * g.taps * g.clg + G.c0 + b_col(s)
+                           : (G.grp * g.csg + G.c0 + b_row(s)) * g.taps * g.clg + b_col(s);
     kk[0] = e / (g.K[1] * g.K[2]), kk[1] = (e / g.K[2]) % g.K[1], kk[2] = e % g.K[2];
     if (e < e_end) enter_tap();
   }
@@ -148,22 +146,24 @@ KGATE_UNROLL
       f(s, in, a_base[s] + tap_delta + q0, G.kdim - q);
     }
   }
+  // B load s's pack in B's natural order: row (contract: output channel;
+  // scatter: channel of K) and col (the pack's first element along the row).
+  KGATE_DEVICE int b_row(int s) const { return (t + s * kThreads) / (kScatter ? kBRow : kCK); }
+  KGATE_DEVICE int b_col(int s) const { return (t + s * kThreads) % (kScatter ? kBRow : kCK) * kMmaVec; }
   // f(s, row, col, in, offset, n) for each B load s of the current step:
-  // its pack's place in B's natural order (row: contract output channel,
-  // scatter channel of K; col: the pack's first element along the row),
-  // whether it exists, its element offset in the weight and the elements
-  // left along the row.
+  // its pack's place (b_row, b_col), whether it exists, its element offset
+  // in the weight and the elements left along the row.
   template <class F>
   KGATE_DEVICE void b_loads(F&& f) const {
 KGATE_UNROLL
     for (int s = 0; s < kBLoads; ++s) {
-      const int l = t + s * kThreads;
+      const int row = b_row(s), col = b_col(s);
       if constexpr (kScatter) {
-        const std::int64_t qq = q0 + l / kBRow, c = G.c0 + (l % kBRow) * kMmaVec;
-        f(s, l / kBRow, (l % kBRow) * kMmaVec, qq < G.kdim && c < G.ndim, b_base[s] + (q0 * g.taps + tap) * g.clg, G.ndim - c);
+        const std::int64_t qq = q0 + row, c = G.c0 + col;
+        f(s, row, col, qq < G.kdim && c < G.ndim, b_base[s] + (q0 * g.taps + tap) * g.clg, G.ndim - c);
       } else {
-        const std::int64_t c = G.c0 + l / kCK, qq = q0 + (l % kCK) * kMmaVec;
-        f(s, l / kCK, (l % kCK) * kMmaVec, c < G.ndim && qq < G.kdim, b_base[s] + tap * g.clg + q0, G.kdim - qq);
+        const std::int64_t c = G.c0 + row, qq = q0 + col;
+        f(s, row, col, c < G.ndim && qq < G.kdim, b_base[s] + tap * g.clg + q0, G.kdim - qq);
       }
     }
   }
