@@ -1,4 +1,10 @@
-# The instruction set of the fast fp64 references (kgate_ref_ops, bench_ref).
+# The instruction set of the host's compute: the fast fp64 references
+# (kgate_ref_ops, bench_ref), the host backend (kgate_runtime_host), the
+# kernels as it runs them (kgate_kernels_host and its coverage twin) and the
+# device reference on it (kgate_devref_host). The
+# level never changes a result: every build has -ffp-contract=off and no
+# fast-math, so a vector or FMA instruction computes what the scalar code
+# states (the digests of the bitwise corpus are the same at every level).
 #
 # KGATE_REF_ARCH:
 #   native    (default) the building machine's x86-64 micro-architecture
