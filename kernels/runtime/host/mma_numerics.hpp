@@ -19,8 +19,10 @@
 //          larger of that exponent and C's, the two are added and rounded once
 //          to fp32 (nearest-even). xf32: inputs truncated to tf32, groups of
 //          4. f32: fmaf chained in increasing k. Subnormals are kept. A finite
-//          product of 2^128 or more is +-Inf (NaN for both signs). Non-finite
-//          inputs: the IEEE result of the sum (Inf * 0, Inf - Inf, NaN: NaN).
+//          product of 2^128 or more is +-Inf (NaN for both signs); such an
+//          Inf or NaN of a group stays through the next (NaN where an Inf
+//          product of the other sign meets it). Non-finite inputs: the IEEE
+//          result of the sum (Inf * 0, Inf - Inf, NaN: NaN).
 //   sm90   the Hopper mma.sync tensor cores (MMA-Sim's nv_fused_dot_add with
 //          25 fractional bits): the K products (significand x significand at
 //          exponent ea + eb, not renormalised) and C (at its own exponent)
@@ -160,19 +162,30 @@ inline float sm90_round(std::int64_t s, std::int32_t e) {
   return kgate::bit_cast<float>(m != 0 ? sign | m : 0u);
 }
 
-// x * 2^sh rounded toward minus infinity (x signed).
+// align_trunc in 32 bits, for x * 2^base below 2^31 (base, d >= 0).
+inline std::int32_t align_trunc32(std::int32_t x, int base, int d) {
+  const std::int32_t t = ((x < 0 ? -x : x) << base) >> (d < 31 ? d : 31);
+  return x < 0 ? -t : t;
+}
+
+// x * 2^sh rounded toward minus infinity, branch-free (both shifts computed,
+// each distance clamped to [0, 63]; |x| * 2^sh below 2^63 where sh > 0).
 inline std::int64_t shift_floor(std::int64_t x, int sh) {
-  if (sh >= 0) return x * (std::int64_t{1} << sh);
-  return x >> (-sh < 63 ? -sh : 63);
+  const int l = sh > 0 ? (sh < 63 ? sh : 63) : 0, r = sh < 0 ? (-sh < 63 ? -sh : 63) : 0;
+  return sh >= 0 ? static_cast<std::int64_t>(static_cast<std::uint64_t>(x) << l) : x >> r;
 }
 
 // One cdna3 group of N products and the accumulator for J outputs that
 // share the A operands (one row of an instruction's tile): output j takes
 // b[k] = bm[k * J + j] (B stored k-major, so the loops over j vectorise) and
 // acc[j] in and out. Every input finite. The scalar cdna3_group is J = 1.
+// Widths: a product's significand has at most 2F + 2 bits, cut at 24 - 2F
+// fractional bits it has at most 26, so a group's sum of N <= 16 fits in 32
+// bits (twice the lanes of 64-bit sums); the sum with C is exact in 64.
 template <int N, int F, int J>
 inline void cdna3_group_cols(const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm,
                              const std::int32_t* be, float* acc) {
+  static_assert(N <= 16 && 2 * F + 2 + (24 - 2 * F) <= 26, "a group's cut sum must fit in 32 bits");
   std::int32_t p[N][J], pe[N][J], emax[J];
   for (int j = 0; j < J; ++j) emax[j] = kNoExp;
   for (int i = 0; i < N; ++i)
@@ -185,36 +198,57 @@ inline void cdna3_group_cols(const std::int32_t* am, const std::int32_t* ae, con
       pe[i][j] = e;
       emax[j] = e > emax[j] ? e : emax[j];
     }
-  std::int64_t s[J];
+  std::int32_t s[J];
   for (int j = 0; j < J; ++j) s[j] = 0;
   for (int i = 0; i < N; ++i)
-    for (int j = 0; j < J; ++j) s[j] += align_trunc(p[i][j], 24 - 2 * F, emax[j] - pe[i][j]);
+    for (int j = 0; j < J; ++j) s[j] += align_trunc32(p[i][j], 24 - 2 * F, emax[j] - pe[i][j]);
+  // C decoded and added, branch-free over j: top = the larger of the group's
+  // exponent and C's (a non-zero C); total in units of 2^(top - 31), the
+  // group sum floored at 31 bits and C at 24.
+  std::int64_t total[J];
+  std::int32_t top[J];
   for (int j = 0; j < J; ++j) {
+    const auto bits = kgate::bit_cast<std::uint32_t>(acc[j]);
+    const auto frac = static_cast<std::int32_t>(bits & 0x7fffffu);
+    const auto ef = static_cast<std::int32_t>((bits >> 23) & 0xffu);
+    const std::int32_t mag = ef == 0 ? frac : frac | 0x800000;
+    const std::int32_t cm = bits >> 31 ? -mag : mag;
+    const std::int32_t ce = ef == 0 ? -126 : ef - 127;  // only read for a non-zero C
+    const bool cnz = mag != 0;
+    const std::int32_t t = cnz && ce > emax[j] ? ce : emax[j];
+    const std::int64_t cpart = shift_floor(cm, cnz ? 1 - (t - ce) : 0) * 128;
+    total[j] = shift_floor(s[j], 7 - (t - emax[j])) + (cnz ? cpart : 0);
+    top[j] = t;
+  }
+  for (int j = 0; j < J; ++j) {
+    bool p_inf = false, n_inf = false;
     if (emax[j] >= 126 - 2 * F) {  // a product may reach 2^128 (bf16, tf32 only): +-Inf, NaN for both signs
-      bool p_inf = false, n_inf = false;
       for (int i = 0; i < N; ++i) {
         if (p[i][j] == 0) continue;
-        const auto mag = static_cast<std::uint32_t>(p[i][j] < 0 ? -p[i][j] : p[i][j]);
-        if (31 - __builtin_clz(mag) + pe[i][j] - 2 * F >= 128) (p[i][j] > 0 ? p_inf : n_inf) = true;
-      }
-      if (p_inf || n_inf) {
-        acc[j] = kgate::bit_cast<float>(p_inf && n_inf ? 0x7FC00000u : p_inf ? 0x7f800000u : 0xff800000u);
-        continue;
+        const auto m = static_cast<std::uint32_t>(p[i][j] < 0 ? -p[i][j] : p[i][j]);
+        if (31 - __builtin_clz(m) + pe[i][j] - 2 * F >= 128) (p[i][j] > 0 ? p_inf : n_inf) = true;
       }
     }
-    const float c = acc[j];
-    const Operand cc = decode_f32(c);
-    if (emax[j] == kNoExp) {  // no product: D = C (a zero C gives +0)
-      acc[j] = cc.m == 0 ? 0.0f : c;
+    // A non-finite C is an earlier group's overflow (the callers send
+    // non-finite inputs to the general path): it stays, NaN where an Inf
+    // product of the other sign meets it.
+    const auto cb = kgate::bit_cast<std::uint32_t>(acc[j]);
+    if ((cb & 0x7f800000u) == 0x7f800000u) {
+      const bool c_nan = (cb & 0x7fffffu) != 0, c_neg = cb >> 31;
+      if (c_nan || (c_neg ? p_inf : n_inf)) acc[j] = kgate::bit_cast<float>(0x7FC00000u);
       continue;
     }
-    const int top = cc.m != 0 && cc.e > emax[j] ? cc.e : emax[j];
-    // Units of 2^(top - 31): the group sum floored at 31 bits, C at 24 bits.
-    const std::int64_t total =
-        shift_floor(s[j], 7 - (top - emax[j])) + (cc.m != 0 ? shift_floor(cc.m, 1 - (top - cc.e)) * 128 : 0);
+    if (p_inf || n_inf) {
+      acc[j] = kgate::bit_cast<float>(p_inf && n_inf ? 0x7FC00000u : p_inf ? 0x7f800000u : 0xff800000u);
+      continue;
+    }
+    if (emax[j] == kNoExp) {  // no product: D = C (a zero C gives +0)
+      acc[j] = acc[j] == 0.0f ? 0.0f : acc[j];
+      continue;
+    }
     // Exact in a double; one round-to-nearest-even to fp32.
-    const auto scale = kgate::bit_cast<double>(static_cast<std::uint64_t>(top - 31 + 1023) << 52);
-    acc[j] = static_cast<float>(static_cast<double>(total) * scale);
+    const auto scale = kgate::bit_cast<double>(static_cast<std::uint64_t>(top[j] - 31 + 1023) << 52);
+    acc[j] = static_cast<float>(static_cast<double>(total[j]) * scale);
   }
 }
 

@@ -272,6 +272,21 @@ TYPED_TEST(AtomTest, HandCasesTellTheModelsApart) {
       expect_case<A>({"groups of 8 (cdna3) against one fused sum (sm90)", a, b, 0.0f, two(11) + two(-12), two(11),
                       two(11) + two(-12)});
     }
+    if constexpr (A::K == 16 && A::type == rt::MmaType::bf16) {
+      // An Inf or NaN that the first cdna3 group makes is the second's C: it
+      // stays (NaN where an Inf product of the other sign meets it).
+      std::vector<float> a(16, 0.0f), b(16, 0.0f);
+      a[0] = b[0] = two(100);
+      a[8] = b[8] = p;
+      expect_case<A>({"cdna3: the first group's Inf stays", a, b, 0.0f, INFINITY, INFINITY, INFINITY});
+      a[1] = -two(100);
+      b[1] = two(100);
+      expect_case<A>({"cdna3: the first group's NaN stays (sm90 cuts the 1 away)", a, b, 0.0f, 1.0f, NAN, 0.0f, false});
+      a[1] = 0.0f;
+      a[8] = -two(100);
+      b[8] = two(100);
+      expect_case<A>({"cdna3: the first group's Inf meets the second's -Inf", a, b, 0.0f, 0.0f, NAN, 0.0f});
+    }
   } else if constexpr (A::type == rt::MmaType::f32) {
     const float h = two(-24);
     if constexpr (A::K >= 2) {
