@@ -664,11 +664,18 @@ struct StaticLds {
   std::size_t bytes, offset;
 };
 
+// The race shadow of one LDS byte: its last writer and up to two readers in
+// the current barrier epoch. 16 bytes, so the shadow of a workgroup's LDS
+// stays in the cache; the sites (read only for a report) are apart, in
+// ShadowSites, written only when the record changes.
 struct Shadow {
   std::uint32_t w_epoch = 0, r_epoch = 0;
   std::uint16_t writer = 0, reader = 0, reader2 = 0;
   bool two_readers = false;
-  std::source_location wsite, rsite, rsite2;
+};
+static_assert(sizeof(Shadow) == 16);
+struct ShadowSites {
+  std::vector<std::source_location> w, r, r2;
 };
 
 struct Executor {
@@ -683,6 +690,7 @@ struct Executor {
   std::size_t lds_top = 0;
   std::vector<StaticLds> statics;
   std::vector<Shadow> shadow;
+  ShadowSites sites;
   std::uint32_t epoch = 0;     // bumps at each barrier and workgroup
   std::uint32_t wg_epoch = 0;  // barrier epochs within this workgroup
   StackSpan thread_stack;      // this executor's thread's own stack (the scheduler's)
@@ -1054,7 +1062,12 @@ void lds_misaligned(std::size_t align, const std::source_location& site) {
 void lds_note(const void* p, std::size_t bytes, bool write, const std::source_location& site) {
   Item* it = static_cast<Item*>(current);
   Executor& ex = *it->ex;
-  if (ex.shadow.empty()) ex.shadow.resize(max_lds_bytes);
+  if (ex.shadow.empty()) {
+    ex.shadow.resize(max_lds_bytes);
+    ex.sites.w.resize(max_lds_bytes);
+    ex.sites.r.resize(max_lds_bytes);
+    ex.sites.r2.resize(max_lds_bytes);
+  }
   const std::size_t off = static_cast<std::size_t>(static_cast<const unsigned char*>(p) - ex.lds);
   const auto me = static_cast<std::uint16_t>(it->flat);
   const std::uint32_t e = ex.epoch;
@@ -1068,24 +1081,28 @@ void lds_note(const void* p, std::size_t bytes, bool write, const std::source_lo
   };
   for (std::size_t b = off; b < off + bytes; ++b) {
     Shadow& s = ex.shadow[b];
-    if (s.w_epoch == e && s.writer != me) race(s.writer, s.wsite, true);
+    if (s.w_epoch == e && s.writer != me) race(s.writer, ex.sites.w[b], true);
     if (write) {
       if (s.r_epoch == e) {
-        if (s.reader != me) race(s.reader, s.rsite, false);
-        if (s.two_readers && s.reader2 != me) race(s.reader2, s.rsite2, false);
+        if (s.reader != me) race(s.reader, ex.sites.r[b], false);
+        if (s.two_readers && s.reader2 != me) race(s.reader2, ex.sites.r2[b], false);
       }
-      s.w_epoch = e;
-      s.writer = me;
-      s.wsite = site;
+      // A byte this work-item already wrote in this epoch keeps its first
+      // write's site.
+      if (s.w_epoch != e) {
+        s.w_epoch = e;
+        s.writer = me;
+        ex.sites.w[b] = site;
+      }
     } else if (s.r_epoch != e) {
       s.r_epoch = e;
       s.reader = me;
-      s.rsite = site;
+      ex.sites.r[b] = site;
       s.two_readers = false;
     } else if (s.reader != me && !s.two_readers) {
       s.two_readers = true;
       s.reader2 = me;
-      s.rsite2 = site;
+      ex.sites.r2[b] = site;
     }
   }
 }

@@ -71,6 +71,55 @@ void exec_atom(const WaveGroup& g) {
   const mma::coord* cmap = mma::detail::coord_table<Atom, mma::detail::opC>::value.v;
   const MfmaModel model = g.mfma;
   constexpr bool is_f32 = Atom::type == MmaType::f32;
+  constexpr int F = frac_bits<Atom>(MfmaModel::cdna3);
+  constexpr int group = Atom::type == MmaType::xf32 ? 4 : 8;
+  constexpr bool cdna3_rows = !is_f32 && Atom::target == Target::gfx942;
+  // The cdna3 bf16/f16 fast path: operands gathered as bits and decoded
+  // branch-free, every row by cdna3_group_cols; an instruction with any Inf
+  // or NaN operand goes on to the general path below.
+  if constexpr (cdna3_rows && Atom::type != MmaType::xf32) {
+    if (model == MfmaModel::cdna3) {
+      constexpr int eb = Atom::type == MmaType::bf16 ? 8 : 5;
+      std::uint16_t Ab[M][K], Bb[K][N];
+      float Cf[M][N];
+      for (int l = 0; l < lanes; ++l) {
+        const Lane* lane = g.lanes[l];
+        for (int r = 0; r < ra; ++r) {
+          const mma::coord x = amap[l * ra + r];
+          std::memcpy(&Ab[x.row][x.col], lane->in + 2 * r, 2);
+        }
+        for (int r = 0; r < rb; ++r) {
+          const mma::coord x = bmap[l * rb + r];
+          std::memcpy(&Bb[x.row][x.col], lane->in + 16 + 2 * r, 2);
+        }
+        for (int r = 0; r < rc; ++r) {
+          const mma::coord x = cmap[l * rc + r];
+          std::memcpy(&Cf[x.row][x.col], lane->in + 32 + 4 * r, 4);
+        }
+      }
+      std::int32_t Am[M][K], Ae[M][K], BmT[K][N], BeT[K][N];
+      bool special = false;
+      for (int i = 0; i < M; ++i)
+        for (int k = 0; k < K; ++k) special |= nm::detail::decode_ieee_finite<eb, F>(Ab[i][k], Am[i][k], Ae[i][k]);
+      for (int k = 0; k < K; ++k)
+        for (int j = 0; j < N; ++j) special |= nm::detail::decode_ieee_finite<eb, F>(Bb[k][j], BmT[k][j], BeT[k][j]);
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) special |= (kgate::bit_cast<std::uint32_t>(Cf[i][j]) & 0x7f800000u) == 0x7f800000u;
+      if (!special) {
+        for (int i = 0; i < M; ++i)
+          for (int k0 = 0; k0 < K; k0 += group)
+            nm::detail::cdna3_group_cols<group, F, N>(Am[i] + k0, Ae[i] + k0, &BmT[k0][0], &BeT[k0][0], Cf[i]);
+        for (int l = 0; l < lanes; ++l) {
+          Lane* lane = g.lanes[l];
+          for (int r = 0; r < rc; ++r) {
+            const mma::coord x = cmap[l * rc + r];
+            std::memcpy(lane->out + 4 * r, &Cf[x.row][x.col], 4);
+          }
+        }
+        return;
+      }
+    }
+  }
   // Operands as decoded structs (the general paths) and as significand /
   // exponent arrays (the finite fast paths); B by column.
   nm::Operand A[M][K], B[N][K];
@@ -110,9 +159,6 @@ void exec_atom(const WaveGroup& g) {
       Be[j][k] = BeT[k][j] = B[j][k].e;
       b_special[j] |= B[j][k].cls != 0;
     }
-  constexpr int F = frac_bits<Atom>(MfmaModel::cdna3);
-  constexpr int group = Atom::type == MmaType::xf32 ? 4 : 8;
-  constexpr bool cdna3_rows = !is_f32 && Atom::target == Target::gfx942;
   for (int i = 0; i < M; ++i) {
     // A finite row: every column's groups at once; the columns that hold an
     // Inf or NaN (in B or C) are redone by the general path below.

@@ -57,16 +57,29 @@ inline constexpr int kFracBf16 = 7, kFracF16 = 10, kFracTf32 = 10, kFracF32 = 23
 namespace detail {
 inline constexpr std::int32_t kZeroExp = -100000;  // the exponent of a zero operand: below every real one
 
+// A finite operand's significand and exponent, branch-free (loops over
+// operands vectorise); returns whether `bits` is an Inf or NaN instead (m and
+// e are then meaningless).
 template <int ExpBits, int F>
-inline Operand decode_ieee(std::uint32_t bits) {
+inline bool decode_ieee_finite(std::uint32_t bits, std::int32_t& m, std::int32_t& e) {
   constexpr int bias = (1 << (ExpBits - 1)) - 1;
   const std::uint32_t frac = bits & ((1u << F) - 1u);
   const std::uint32_t ef = (bits >> F) & ((1u << ExpBits) - 1u);
   const bool neg = (bits >> (F + ExpBits)) & 1u;
-  if (ef == (1u << ExpBits) - 1u) return Operand{neg ? -1 : 1, 0, frac ? 2 : 1};
-  const std::int32_t m = static_cast<std::int32_t>(ef == 0 ? frac : frac | (1u << F));
-  const std::int32_t e = ef == 0 ? (frac ? 1 - bias : kZeroExp) : static_cast<std::int32_t>(ef) - bias;
-  return Operand{neg ? -m : m, e, 0};
+  const auto mag = static_cast<std::int32_t>(ef == 0 ? frac : frac | (1u << F));
+  m = neg ? -mag : mag;
+  e = ef == 0 ? (frac ? 1 - bias : kZeroExp) : static_cast<std::int32_t>(ef) - bias;
+  return ef == (1u << ExpBits) - 1u;
+}
+
+template <int ExpBits, int F>
+inline Operand decode_ieee(std::uint32_t bits) {
+  Operand o{0, 0, 0};
+  if (decode_ieee_finite<ExpBits, F>(bits, o.m, o.e)) {
+    const bool neg = (bits >> (F + ExpBits)) & 1u;
+    return Operand{neg ? -1 : 1, 0, (bits & ((1u << F) - 1u)) ? 2 : 1};
+  }
+  return o;
 }
 }  // namespace detail
 
