@@ -1,7 +1,8 @@
 # The instruction set of the host's compute: the fast fp64 references
 # (kgate_ref_ops, bench_ref), the host backend (kgate_runtime_host), the
-# kernels as it runs them (kgate_kernels_host and its coverage twin) and the
-# device reference on it (kgate_devref_host). The
+# kernels as it runs them (kgate_kernels_host; not its coverage twin, whose
+# gcov branch counts the floors are measured on) and the device reference on
+# it (kgate_devref_host). The
 # level never changes a result: every build has -ffp-contract=off and no
 # fast-math, so a vector or FMA instruction computes what the scalar code
 # states (the digests of the bitwise corpus are the same at every level).
