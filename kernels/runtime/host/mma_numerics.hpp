@@ -220,14 +220,11 @@ inline void cdna3_group_cols(const std::int32_t* am, const std::int32_t* ae, con
   // group sum floored at 31 bits and C at 24.
   std::int64_t total[J];
   std::int32_t top[J];
+  bool c_special[J];
   for (int j = 0; j < J; ++j) {
-    const auto bits = kgate::bit_cast<std::uint32_t>(acc[j]);
-    const auto frac = static_cast<std::int32_t>(bits & 0x7fffffu);
-    const auto ef = static_cast<std::int32_t>((bits >> 23) & 0xffu);
-    const std::int32_t mag = ef == 0 ? frac : frac | 0x800000;
-    const std::int32_t cm = bits >> 31 ? -mag : mag;
-    const std::int32_t ce = ef == 0 ? -126 : ef - 127;  // only read for a non-zero C
-    const bool cnz = mag != 0;
+    std::int32_t cm, ce;
+    c_special[j] = decode_ieee_finite<8, kFracF32>(kgate::bit_cast<std::uint32_t>(acc[j]), cm, ce);
+    const bool cnz = cm != 0;
     const std::int32_t t = cnz && ce > emax[j] ? ce : emax[j];
     const std::int64_t cpart = shift_floor(cm, cnz ? 1 - (t - ce) : 0) * 128;
     total[j] = shift_floor(s[j], 7 - (t - emax[j])) + (cnz ? cpart : 0);
@@ -245,8 +242,8 @@ inline void cdna3_group_cols(const std::int32_t* am, const std::int32_t* ae, con
     // A non-finite C is an earlier group's overflow (the callers send
     // non-finite inputs to the general path): it stays, NaN where an Inf
     // product of the other sign meets it.
-    const auto cb = kgate::bit_cast<std::uint32_t>(acc[j]);
-    if ((cb & 0x7f800000u) == 0x7f800000u) {
+    if (c_special[j]) {
+      const auto cb = kgate::bit_cast<std::uint32_t>(acc[j]);
       const bool c_nan = (cb & 0x7fffffu) != 0, c_neg = cb >> 31;
       if (c_nan || (c_neg ? p_inf : n_inf)) acc[j] = kgate::bit_cast<float>(0x7FC00000u);
       continue;
